@@ -1,0 +1,72 @@
+"""Command line: `doctor check|explain|lock|fix|rollback|triage`.
+
+Every failure caused by the user's input ends as one line on stderr and exit code 2; tracebacks
+are for bugs only."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from doctor import __version__
+from doctor.errors import UsageError
+
+EXIT_OK, EXIT_ERRORS, EXIT_USAGE, EXIT_PROBE_FAILED = 0, 1, 2, 3
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2 (argparse's default prints usage too)
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="doctor", description="Diagnose, fix and pin verl + vLLM 0.6.3.post1 + Ray environments.")
+    p.add_argument("--version", action="version", version=f"verl-doctor {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    c = sub.add_parser("check", help="inspect the target interpreter and report findings")
+    c.add_argument("--python", metavar="PATH", help="target interpreter (default: the active one)")
+    c.add_argument("--json", action="store_true", help="one JSON object on stdout, nothing else")
+    c.add_argument("--fast", action="store_true", help="skip the import, registry and extension probes")
+    c.add_argument("--no-cache", action="store_true", help="run the deep probes even if cached")
+    c.add_argument("--strict", action="store_true", help="warnings count as errors for the exit code")
+    c.add_argument("--lock", metavar="FILE", help="compare the target with a lockfile (lock.drift)")
+    c.add_argument("--stack", metavar="NAME", help="judge versions against this stack (default: the closest)")
+    c.add_argument("--timeout-scale", type=float, default=1.0, help=argparse.SUPPRESS)
+
+    e = sub.add_parser("explain", help="what a finding means, why it happens, how to fix it")
+    e.add_argument("id", nargs="?", help="finding ID (omit to list all)")
+
+    lk = sub.add_parser("lock", help="resolve a stack into a hashed lockfile with uv")
+    lk.add_argument("--stack", action="append", help="stack name (repeatable; default: the default stack)")
+    lk.add_argument("--all", action="store_true", help="every known stack")
+    lk.add_argument("--python", nargs="+", metavar="VER", help="Python versions (default: the stack's)")
+    lk.add_argument("--out", default="lockfiles", help="output directory (default: lockfiles/)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        if args.command == "check":
+            from doctor.commands.check import run_check
+
+            return run_check(args)
+        if args.command == "explain":
+            from doctor.commands.explain import run_explain
+
+            return run_explain(args.id)
+        if args.command == "lock":
+            from doctor import knowledge
+            from doctor.lock import main_lock
+
+            names = sorted(knowledge.stacks()) if args.all else args.stack
+            return main_lock(names, args.python, Path(args.out))
+    except UsageError as exc:
+        print(f"doctor: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("doctor: interrupted", file=sys.stderr)
+        return 130
+    return EXIT_USAGE

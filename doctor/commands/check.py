@@ -1,0 +1,56 @@
+"""`doctor check`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from doctor.cli import EXIT_ERRORS, EXIT_OK, EXIT_PROBE_FAILED
+from doctor.engine import run_check as engine_check
+from doctor.target import resolve_python
+
+
+def exit_code(result, strict: bool) -> int:
+    sev = {f.severity for f in result.findings}
+    if "error" in sev or (strict and "warning" in sev):
+        return EXIT_ERRORS
+    if any(not r.ok for r in result.probes.values()):
+        return EXIT_PROBE_FAILED
+    return EXIT_OK
+
+
+def run_check(args) -> int:
+    python = resolve_python(args.python)
+    lockfile = Path(args.lock) if args.lock else None
+    if lockfile is not None and not lockfile.is_file():
+        from doctor.errors import UsageError
+
+        raise UsageError(f"--lock {args.lock}: no such file")
+    status = None
+    progress = None
+    if not args.json and sys.stderr.isatty():
+        from rich.console import Console
+
+        running: set[str] = set()
+        status = Console(stderr=True).status("probing…")
+        status.start()
+
+        def progress(name, state):
+            (running.add if state == "start" else running.discard)(name)
+            status.update(f"probing the target: {', '.join(sorted(running)) or 'finishing'} "
+                          "(imports of vllm/verl take ~15-30 s cold; cached afterwards)")
+    try:
+        result = engine_check(python, fast=args.fast, use_cache=not args.no_cache, scale=args.timeout_scale,
+                              stack_name=args.stack, lockfile=lockfile, progress=progress)
+    finally:
+        if status:
+            status.stop()
+    if args.json:
+        from doctor.report.json_report import render
+
+        sys.stdout.write(render(result) + "\n")
+    else:
+        from doctor.report.text import render
+
+        render(result)
+    return exit_code(result, args.strict)

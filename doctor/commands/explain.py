@@ -1,0 +1,53 @@
+"""`doctor explain ID`: meaning, cause, fix and sources of a finding (ruff-rule style)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+
+from doctor import knowledge
+from doctor.errors import UsageError
+from doctor.findings import definition
+
+
+def _version_ids() -> dict[str, list[tuple[str, dict]]]:
+    out: dict[str, list] = {}
+    for stack in knowledge.stacks().values():
+        for c in stack["constraints"]:
+            out.setdefault(f"version.{c['dist']}", []).append((stack["name"], c))
+    return out
+
+
+def run_explain(finding_id: str | None) -> int:
+    console = Console(highlight=False, soft_wrap=True)
+    defs = knowledge.finding_defs()
+    versions = _version_ids()
+    if not finding_id:
+        for d in defs.values():
+            if d["id"] != "version.*":
+                console.print(f"{d['id']:32} {d['severity']:8} {escape(d['title'])}")
+        for vid in sorted(versions):
+            console.print(f"{vid:32} {'(stack)':8} a distribution outside the stack's known-good range")
+        return 0
+    spec = definition(finding_id)
+    if spec is None or (spec["id"] == "version.*" and finding_id not in versions):
+        raise UsageError(f"unknown finding ID {finding_id!r} (`doctor explain` lists them all)")
+    console.print(f"[bold]{finding_id}[/] · area {spec['area']} · severity {spec['severity']}")
+    console.print(f"\n[bold]What it means[/]\n  {escape(spec['meaning'])}")
+    if finding_id in versions:
+        console.print("\n[bold]Known-good ranges[/]")
+        for stack, c in versions[finding_id]:
+            console.print(f"  {stack}: {c['dist']}{c['spec']} ({c['severity']}) — {escape(c['reason'])}")
+            console.print(f"    [dim]source: {escape(c['source'])}[/]")
+    else:
+        console.print(f"\n[bold]Why it happens[/]\n  {escape(spec['why'])}")
+    fix = spec["fix"]
+    auto = "yes" if fix.get("automatic") else "no (manual)"
+    console.print(f"\n[bold]How to fix it[/]  [dim](doctor fix: {auto})[/]\n  {escape(fix['summary'])}")
+    for cmd in fix.get("commands", []):
+        console.print(f"  $ {escape(cmd)}")
+    if finding_id not in versions:
+        console.print("\n[bold]Sources[/]")
+        for s in spec.get("sources", []):
+            console.print(f"  - {escape(s)}")
+    return 0

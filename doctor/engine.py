@@ -1,0 +1,105 @@
+"""One check, end to end: probes (facts) → rules (findings). No printing here."""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from doctor import __version__, cache
+from doctor.errors import UsageError
+from doctor.findings import Finding
+from doctor.probes import TARGET_PROBES, ProbeResult, run_local_probe, run_target_probe
+from doctor.probes.environment import environment_facts
+from doctor.probes.gpu import nvml_facts, torch_cuda_build
+from doctor.probes.system import system_facts
+
+
+@dataclass
+class CheckResult:
+    python: str
+    facts: dict
+    probes: dict[str, ProbeResult]
+    findings: list[Finding] = field(default_factory=list)
+    checks: list[dict] = field(default_factory=list)
+    timings: dict = field(default_factory=dict)
+
+
+def collect_facts(python: str, *, fast: bool = False, use_cache: bool = True, scale: float = 1.0,
+                  progress: Callable[[str, str], None] | None = None) -> tuple[dict, dict[str, ProbeResult]]:
+    progress = progress or (lambda probe, state: None)
+    t0 = time.perf_counter()
+    pool = cf.ThreadPoolExecutor(max_workers=8)
+    local = {
+        "gpu": pool.submit(run_local_probe, "gpu", nvml_facts, 20),
+        "system": pool.submit(run_local_probe, "system", system_facts, 10),
+        "environment": pool.submit(run_local_probe, "environment", environment_facts, 10),
+    }
+    progress("distributions", "start")
+    dist = run_target_probe(TARGET_PROBES["distributions"], python, scale)
+    progress("distributions", "done")
+    if not dist.ok:
+        pool.shutdown(wait=False)
+        raise UsageError(f"--python {python}: cannot inspect it as a Python interpreter ({dist.error})")
+    probes: dict[str, ProbeResult] = {"distributions": dist}
+
+    deep_names = [n for n, p in TARGET_PROBES.items() if p.deep]
+    if not fast:
+        key = cache.fingerprint(python, dist.data, __version__)
+        cached = cache.load(key) if use_cache else None
+        if cached and all(n in cached for n in deep_names):
+            for n in deep_names:
+                probes[n] = ProbeResult(n, **{**cached[n], "cached": True})
+        else:
+            futures = {}
+            for n in deep_names:
+                progress(n, "start")
+                futures[n] = pool.submit(run_target_probe, TARGET_PROBES[n], python, scale)
+            for n, fut in futures.items():
+                probes[n] = fut.result()
+                progress(n, "done")
+            if all(probes[n].ok for n in deep_names):
+                cache.store(key, {n: {"ok": True, "data": probes[n].data, "error": None, "seconds": probes[n].seconds}
+                                  for n in deep_names})
+    for n, fut in local.items():
+        probes[n] = fut.result()
+    pool.shutdown(wait=False)
+
+    facts = {
+        "python": dist.data["python"],
+        "markers": dist.data["markers"],
+        "distributions": dist.data["dists"],
+        "metadata_problems": {"broken": dist.data["broken"], "duplicates": dist.data["duplicates"]},
+        "imports": probes["imports"].data if "imports" in probes and probes["imports"].ok else None,
+        "registry": probes["registry"].data if "registry" in probes and probes["registry"].ok else None,
+        "extensions": probes["extensions"].data if "extensions" in probes and probes["extensions"].ok else None,
+        "gpu": dict(probes["gpu"].data or {"available": False, "reason": probes["gpu"].error},
+                    torch=torch_cuda_build(dist.data["dists"])),
+        "system": probes["system"].data,
+        "environment": probes["environment"].data,
+    }
+    facts["_collect_seconds"] = round(time.perf_counter() - t0, 3)
+    return facts, probes
+
+
+def run_check(python: str, *, fast=False, use_cache=True, scale=1.0, stack_name: str | None = None,
+              lockfile: Path | None = None, progress=None) -> CheckResult:
+    from doctor.lock import get_stack, parse_lockfile
+    from doctor.rules import Context, evaluate
+
+    lock = parse_lockfile(lockfile) if lockfile else None  # bad lockfile: exit 2 before any probe
+    stack = get_stack(stack_name) if stack_name else None
+    t0 = time.perf_counter()
+    facts, probes = collect_facts(python, fast=fast, use_cache=use_cache, scale=scale, progress=progress)
+    t1 = time.perf_counter()
+    ctx = Context(python=python, stack=stack, lock=lock, lockfile=str(lockfile) if lockfile else None,
+                  probe_errors={n: r.error for n, r in probes.items() if not r.ok},
+                  skipped=[n for n, p in TARGET_PROBES.items() if p.deep and n not in probes])
+    findings, checks = evaluate(facts, ctx)
+    t2 = time.perf_counter()
+    timings = {"probes": {n: round(r.seconds, 3) for n, r in probes.items()},
+               "cached": sorted(n for n, r in probes.items() if r.cached),
+               "collect_s": round(t1 - t0, 3), "rules_s": round(t2 - t1, 3)}
+    return CheckResult(python=python, facts=facts, probes=probes, findings=findings, checks=checks, timings=timings)

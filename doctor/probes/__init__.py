@@ -1,0 +1,133 @@
+"""Probes collect facts. Target probes are stdlib-only scripts (probes/scripts/) run inside the
+target interpreter as subprocesses that print JSON; local probes (gpu, system, environment) run
+in the doctor's own process because they describe the machine, not the interpreter.
+
+Each probe has its own time budget; a probe that overruns is killed (its whole process group,
+children included) and reported as "could not run"."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+SCRIPTS = Path(__file__).parent / "scripts"
+MARKER = "@@VERL-DOCTOR-JSON@@"
+
+# The stack's modules, in the order verl's main_ppo loads them.
+STACK_MODULES = [
+    "numpy", "pyarrow", "torch", "triton", "transformers", "tensordict", "ray", "xformers",
+    "flash_attn", "vllm", "verl", "verl.third_party.vllm", "verl.trainer.main_ppo",
+    "verl.workers.fsdp_workers", "verl.workers.rollout.vllm_rollout",
+]
+
+
+@dataclass
+class ProbeResult:
+    name: str
+    ok: bool
+    data: dict | None = None
+    error: str | None = None
+    seconds: float = 0.0
+    cached: bool = False
+
+    def to_dict(self) -> dict:
+        return {"ok": self.ok, "data": self.data, "error": self.error, "seconds": round(self.seconds, 3), "cached": self.cached}
+
+
+@dataclass
+class TargetProbe:
+    """A script run in the target: `python -c <prelude + script> ARGS`."""
+
+    name: str
+    script: str
+    budget_s: float
+    deep: bool
+    args: Callable[[], list[str]] = field(default=lambda: [])
+
+    def source(self) -> str:
+        return (SCRIPTS / "_prelude.py").read_text() + "\n" + (SCRIPTS / self.script).read_text()
+
+
+TARGET_PROBES = {
+    p.name: p
+    for p in [
+        TargetProbe("distributions", "distributions.py", budget_s=30, deep=False),
+        TargetProbe("imports", "imports.py", budget_s=240, deep=True, args=lambda: [",".join(STACK_MODULES)]),
+        TargetProbe("registry", "registry.py", budget_s=240, deep=True),
+        TargetProbe("extensions", "extensions.py", budget_s=120, deep=True),
+    ]
+}
+
+
+def _neutral_cwd() -> str:
+    # Probes run from an empty directory so that the caller's cwd (a verl checkout, say) cannot
+    # shadow installed packages and make results depend on where the doctor was started.
+    d = Path(tempfile.gettempdir()) / f"verl-doctor-cwd-{os.getuid()}"
+    d.mkdir(exist_ok=True)
+    return str(d)
+
+
+def run_target_probe(probe: TargetProbe, python: str, scale: float = 1.0, env: dict | None = None) -> ProbeResult:
+    t0 = time.perf_counter()
+    budget = probe.budget_s * scale
+    try:
+        proc = subprocess.Popen(
+            [python, "-c", probe.source(), *probe.args()],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            cwd=_neutral_cwd(), start_new_session=True, env=env,
+        )
+    except OSError as exc:
+        return ProbeResult(probe.name, False, error=f"cannot start {python}: {exc.strerror or exc}")
+    try:
+        out, err = proc.communicate(timeout=budget)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        return ProbeResult(probe.name, False, error=f"timed out after {budget:.0f} s (killed)", seconds=time.perf_counter() - t0)
+    seconds = time.perf_counter() - t0
+    text = out.decode(errors="replace")
+    if MARKER in text:
+        try:
+            data = json.loads(text.rsplit(MARKER, 1)[1].strip().splitlines()[0])
+            return ProbeResult(probe.name, True, data=data, seconds=seconds)
+        except (ValueError, IndexError) as exc:
+            return ProbeResult(probe.name, False, error=f"unreadable probe output: {exc}", seconds=seconds)
+    tail = (err.decode(errors="replace").strip().splitlines() or ["no output"])[-1]
+    return ProbeResult(probe.name, False, error=f"exited {proc.returncode}: {tail}", seconds=seconds)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+
+
+def run_local_probe(name: str, fn: Callable[[], dict], budget_s: float) -> ProbeResult:
+    """Run an in-process probe in a thread; a hung one is abandoned after its budget."""
+    box: dict = {}
+
+    def work():
+        t0 = time.perf_counter()
+        try:
+            box["data"] = fn()
+        except Exception as exc:  # noqa: BLE001 - a probe failure is a fact, not a crash
+            box["error"] = f"{type(exc).__name__}: {exc}"
+        box["seconds"] = time.perf_counter() - t0
+
+    t = threading.Thread(target=work, name=f"probe-{name}", daemon=True)
+    t.start()
+    t.join(budget_s)
+    if t.is_alive():
+        return ProbeResult(name, False, error=f"timed out after {budget_s:.0f} s", seconds=budget_s)
+    if "error" in box:
+        return ProbeResult(name, False, error=box["error"], seconds=box["seconds"])
+    return ProbeResult(name, True, data=box["data"], seconds=box["seconds"])

@@ -1,0 +1,33 @@
+# Prepended to every probe script. Probe scripts run *inside the target interpreter*, so they use
+# the standard library only, and they report one JSON object after a marker line on stdout
+# (imported libraries may print their own lines before it).
+import json as _json
+import os as _os
+import sys as _sys
+import sysconfig as _sysconfig
+import traceback as _traceback
+
+_STDLIB = _sysconfig.get_paths().get("stdlib", "\0")
+
+_MARKER = "@@VERL-DOCTOR-JSON@@"
+
+
+def emit(obj):
+    _sys.stdout.flush()
+    _sys.stdout.write("\n" + _MARKER + "\n" + _json.dumps(obj, default=str) + "\n")
+    _sys.stdout.flush()
+
+
+def describe_exception(exc):
+    """Type, message and the chain of frames that led to it (file:line), newest last."""
+    frames = _traceback.extract_tb(exc.__traceback__)
+    # Only frames in packages: the probe's own code ("<string>") and importlib are noise.
+    chain = [f"{f.filename}:{f.lineno}" for f in frames
+             if not f.filename.startswith("<") and not f.filename.startswith(_STDLIB + _os.sep)][-12:]
+    lines = _traceback.format_exception_only(type(exc), exc)
+    return {
+        "type": type(exc).__name__,
+        "message": "".join(lines).strip().splitlines()[-1] if lines else repr(exc),
+        "missing_module": getattr(exc, "name", None) if isinstance(exc, ImportError) else None,
+        "chain": chain,
+    }

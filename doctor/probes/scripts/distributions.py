@@ -1,0 +1,76 @@
+# Fast path: what is installed, read from metadata only (no package imports).
+import importlib.metadata as md
+import os
+import platform
+import re
+import sys
+
+
+def canon(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def marker_environment():
+    # The same keys packaging.markers.default_environment() returns, so requirement markers can be
+    # evaluated by the doctor on the target's behalf.
+    impl = sys.implementation
+    iver = "{0.major}.{0.minor}.{0.micro}".format(impl.version)
+    if impl.version.releaselevel != "final":
+        iver += impl.version.releaselevel[0] + str(impl.version.serial)
+    return {
+        "implementation_name": impl.name,
+        "implementation_version": iver,
+        "os_name": os.name,
+        "platform_machine": platform.machine(),
+        "platform_release": platform.release(),
+        "platform_system": platform.system(),
+        "platform_version": platform.version(),
+        "python_full_version": platform.python_version(),
+        "platform_python_implementation": platform.python_implementation(),
+        "python_version": ".".join(platform.python_version_tuple()[:2]),
+        "sys_platform": sys.platform,
+    }
+
+
+dists, broken, duplicates = {}, [], []
+for dist in md.distributions():
+    path = str(getattr(dist, "_path", "") or "")
+    try:
+        name = dist.metadata["Name"]
+        version = dist.version
+    except Exception as exc:  # a dist-info without readable METADATA
+        broken.append({"path": path, "error": f"{type(exc).__name__}: {exc}"})
+        continue
+    if not name or not version:
+        broken.append({"path": path, "error": "METADATA has no Name or Version"})
+        continue
+    key = canon(name)
+    if key in dists:
+        # Shadowed copies (two dist-infos for one name) are a classic half-finished install.
+        duplicates.append({"name": name, "version": version, "path": path})
+        continue
+    try:
+        installer = (dist.read_text("INSTALLER") or "").strip() or None
+    except Exception:
+        installer = None
+    dists[key] = {
+        "name": name,
+        "version": version,
+        "requires": list(dist.requires or []),
+        "path": path,
+        "installer": installer,
+    }
+
+emit({
+    "python": {
+        "executable": sys.executable,
+        "version": platform.python_version(),
+        "prefix": sys.prefix,
+        "base_prefix": sys.base_prefix,
+        "in_venv": sys.prefix != sys.base_prefix,
+    },
+    "markers": marker_environment(),
+    "dists": dists,
+    "broken": broken,
+    "duplicates": duplicates,
+})

@@ -1,0 +1,58 @@
+"""Human report: grouped by area, one line per check (✓ / ! / ✗), evidence and fix under problems."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+
+MARK = {"ok": ("✓", "green"), "info": ("i", "cyan"), "warning": ("!", "yellow"), "error": ("✗", "red"),
+        "skipped": ("-", "dim")}
+AREA_TITLES = {
+    "stack": "Stack", "versions": "Versions", "python": "Python env", "packages": "Packages",
+    "imports": "Imports", "vllm": "vLLM", "attention": "Attention kernels", "gpu": "GPU",
+    "system": "System", "lock": "Lockfile", "doctor": "Doctor", "ray": "Ray", "config": "Config",
+}
+
+
+def render(result, console: Console | None = None) -> None:
+    console = console or Console(highlight=False, soft_wrap=True)
+    t = result.facts.get("python", {})
+    console.print(f"[bold]verl-doctor[/] · target {escape(result.python)} (Python {t.get('version')}, "
+                  f"{len(result.facts.get('distributions', {}))} distributions)")
+    by_id = {f.id: f for f in result.findings}
+    shown: set[str] = set()
+    area_order = list(dict.fromkeys(c["area"] for c in result.checks))
+    for area in area_order:
+        console.print(f"\n[bold]{AREA_TITLES.get(area, area)}[/]")
+        for c in (c for c in result.checks if c["area"] == area):
+            mark, colour = MARK[c["status"]]
+            extra = f" [dim]({c['why']})[/]" if c["status"] == "skipped" else ""
+            console.print(f"  [{colour}]{mark}[/] {escape(c['check'])}{extra}")
+            for fid in c["ids"]:
+                if fid in shown:
+                    continue
+                shown.add(fid)
+                _finding(console, by_id[fid])
+    errors = sum(f.severity == "error" for f in result.findings)
+    warnings = sum(f.severity == "warning" for f in result.findings)
+    cached = result.timings.get("cached") or []
+    took = result.timings.get("collect_s", 0) + result.timings.get("rules_s", 0)
+    colour = "red" if errors else "yellow" if warnings else "green"
+    console.print(f"\n[bold {colour}]{errors} error(s), {warnings} warning(s)[/] in {took:.2f} s"
+                  + (f" [dim](deep probes from cache; --no-cache to re-run)[/]" if cached else ""))
+    if errors or warnings:
+        console.print("[dim]doctor explain ID · doctor fix --dry-run[/]")
+
+
+def _finding(console: Console, f) -> None:
+    mark, colour = MARK[f.severity]
+    console.print(f"      [{colour}]{mark} {f.id}[/]: {escape(f.title)}")
+    for e in f.evidence[:14]:
+        console.print(f"          [dim]{escape(e)}[/]")
+    if len(f.evidence) > 14:
+        console.print(f"          [dim]… {len(f.evidence) - 14} more (--json has all)[/]")
+    if f.severity != "info" or f.fix["commands"]:
+        auto = " [green](doctor fix can apply this)[/]" if f.fix["automatic"] else ""
+        console.print(f"        fix: {escape(f.fix['summary'])}{auto}")
+        for cmd in f.fix["commands"]:
+            console.print(f"          $ {escape(cmd)}")

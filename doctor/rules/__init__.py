@@ -1,0 +1,72 @@
+"""Rules: pure functions from facts to findings (no I/O). Each rule family is one module; each rule
+registers the check it performs, the facts it needs and the IDs it may emit.
+
+When two rules emit the same ID (a fact-based rule and the import-signature rule, say), the
+findings merge: the first-registered rule's title and severity win, evidence accumulates."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+from doctor.findings import Finding
+
+
+@dataclass
+class Context:
+    python: str
+    stack: dict | None = None          # --stack; None = the closest known stack
+    lock: dict | None = None           # parsed --lock file
+    lockfile: str | None = None
+    probe_errors: dict = field(default_factory=dict)
+    skipped: list = field(default_factory=list)
+
+
+@dataclass
+class Rule:
+    fn: Callable[[dict, Context], Iterable[Finding]]
+    check: str
+    area: str
+    needs: tuple[str, ...]
+
+
+RULES: list[Rule] = []
+
+
+def rule(check: str, area: str, needs: tuple[str, ...] = ()):
+    def register(fn):
+        RULES.append(Rule(fn, check, area, needs))
+        return fn
+    return register
+
+
+def _load_rule_modules() -> None:
+    # Import order is registration order (which decides merges): fact rules first, imports last.
+    from doctor.rules import (  # noqa: F401
+        stack, versions, python_env, packages, vllm, attention, gpu, system, lock, imports, probes,
+    )
+
+
+def evaluate(facts: dict, ctx: Context) -> tuple[list[Finding], list[dict]]:
+    _load_rule_modules()
+    merged: dict[str, Finding] = {}
+    checks = []
+    for r in RULES:
+        missing = [n for n in r.needs if facts.get(n) is None]
+        if missing:
+            why = "skipped (--fast)" if any(n in ctx.skipped for n in missing) else "no facts (probe could not run)"
+            checks.append({"check": r.check, "area": r.area, "status": "skipped", "why": why, "ids": []})
+            continue
+        ids = []
+        for f in r.fn(facts, ctx) or []:
+            ids.append(f.id)
+            if f.id in merged:
+                have = merged[f.id]
+                have.evidence.extend(e for e in f.evidence if e not in have.evidence)
+            else:
+                merged[f.id] = f
+        worst = min((merged[i].severity for i in ids), key=("error", "warning", "info").index, default=None)
+        checks.append({"check": r.check, "area": r.area, "status": worst or "ok", "ids": sorted(set(ids))})
+    order = {"error": 0, "warning": 1, "info": 2}
+    findings = sorted(merged.values(), key=lambda f: (order[f.severity], f.area, f.id))
+    return findings, checks

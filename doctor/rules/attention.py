@@ -1,0 +1,53 @@
+"""Attention kernels: flash-attn (needed by verl on GPU) and xformers (pinned by vLLM)."""
+
+from __future__ import annotations
+
+from doctor.findings import make
+from doctor.rules import rule
+from doctor.rules.common import active_stack, classify, installed
+
+
+def _wheel_url(facts, ctx) -> str:
+    stack = active_stack(facts, ctx)
+    wheels = (stack.get("flash_attn") or {}).get("wheels", {})
+    return (wheels.get(facts["markers"]["python_version"]) or {}).get("url", "flash-attn")
+
+
+def _has_gpu(facts) -> bool:
+    gpu = facts.get("gpu") or {}
+    return bool(gpu.get("available") and gpu.get("gpus"))
+
+
+@rule("flash-attn is installed", "attention", needs=("distributions",))
+def flash_attn_missing(facts, ctx):
+    if installed(facts, "flash-attn"):
+        return
+    from doctor.findings import definition
+
+    spec = definition("flash-attn.missing")
+    severity = spec["severity"] if _has_gpu(facts) else spec.get("severity_without_gpu", spec["severity"])
+    evidence = ["no flash-attn distribution installed"]
+    if not _has_gpu(facts):
+        evidence.append("no GPU here: reported as a warning; on a GPU node verl needs it")
+    yield make("flash-attn.missing", evidence, severity=severity, wheel_url=_wheel_url(facts, ctx), python=ctx.python)
+
+
+def _abi_rule(ext_name: str, finding_id: str):
+    def check(facts, ctx):
+        ext = facts["extensions"].get(ext_name) or {}
+        if not ext.get("present") or ext.get("ok"):
+            return
+        msg = ext.get("message", "")
+        if "undefined symbol" in msg:
+            yield make(finding_id, [f"{ext.get('path')}: {msg}"], message=msg, wheel_url=_wheel_url(facts, ctx),
+                       python=ctx.python)
+        elif classify(msg) != "gpu.required-at-import":
+            yield make("import.failed", [f"load {ext_name}: {msg}"], module=ext_name, exc_type=ext.get("type"),
+                       dist=ext_name.split(".")[0].replace("_2_cuda", ""), python=ctx.python)
+    return check
+
+
+rule("flash_attn_2_cuda loads against this torch", "attention", needs=("extensions",))(
+    _abi_rule("flash_attn_2_cuda", "flash-attn.abi-mismatch"))
+rule("xformers._C loads against this torch", "attention", needs=("extensions",))(
+    _abi_rule("xformers._C", "xformers.abi-mismatch"))

@@ -1,0 +1,87 @@
+"""Helpers shared by rule families (pure)."""
+
+from __future__ import annotations
+
+import functools
+import re
+
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from doctor import knowledge
+
+
+def installed(facts: dict, dist: str) -> str | None:
+    d = facts["distributions"].get(canonicalize_name(dist))
+    return d["version"] if d else None
+
+
+def satisfies(version: str, spec: str) -> bool:
+    try:
+        return Version(version) in SpecifierSet(spec, prereleases=True)
+    except InvalidVersion:
+        return False
+
+
+@functools.lru_cache(maxsize=None)
+def _signatures() -> list[tuple[str, re.Pattern, str]]:
+    return [(s["id"], re.compile(s["pattern"]), s["source"]) for s in knowledge.load("signatures")]
+
+
+def classify(message: str) -> str | None:
+    """The finding ID an error message proves, by knowledge/signatures.yaml; None if unknown."""
+    for fid, rx, _ in _signatures():
+        if rx.search(message):
+            return fid
+    return None
+
+
+def import_failures(facts: dict) -> list[tuple[str, dict, str | None]]:
+    """(module, failure info, classified ID) for every failed import, in import order."""
+    out = []
+    for module, info in ((facts.get("imports") or {}).get("modules") or {}).items():
+        if not info.get("ok"):
+            out.append((module, info, classify(info.get("message", ""))))
+    return out
+
+
+def failures_for(facts: dict, finding_id: str) -> list[tuple[str, dict]]:
+    return [(m, i) for m, i, fid in import_failures(facts) if fid == finding_id]
+
+
+def failure_evidence(module: str, info: dict) -> str:
+    chain = info.get("chain") or []
+    where = f" (raised at {chain[-1]})" if chain else ""
+    return f"import {module}: {info.get('message')}{where}"
+
+
+def closest_stack(facts: dict) -> tuple[dict, int, int]:
+    """The known stack whose constraints the target meets best (verl and vllm pins weigh most)."""
+    best = None
+    for stack in knowledge.stacks().values():
+        met = total = score = 0
+        for c in stack["constraints"]:
+            v = installed(facts, c["dist"])
+            if v is None:
+                continue
+            total += 1
+            if satisfies(v, c["spec"]):
+                met += 1
+                score += 5 if c["dist"] in ("verl", "vllm") else 1
+        key = (score, bool(stack.get("default")))
+        if best is None or key > best[0]:
+            best = (key, stack, met, total)
+    return best[1], best[2], best[3]
+
+
+def active_stack(facts: dict, ctx) -> dict:
+    return ctx.stack or closest_stack(facts)[0]
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024
+    return f"{n} B"

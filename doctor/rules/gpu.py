@@ -1,0 +1,73 @@
+"""GPUs as NVML sees them, against torch's CUDA build."""
+
+from __future__ import annotations
+
+import os
+
+from doctor import knowledge
+from doctor.findings import make
+from doctor.rules import rule
+from doctor.rules.common import classify, human_bytes
+
+
+def _ext_driver_evidence(facts) -> list[str]:
+    out = []
+    for name, ext in (facts.get("extensions") or {}).items():
+        if isinstance(ext, dict) and not ext.get("ok") and classify(ext.get("message", "")) == "gpu.required-at-import":
+            out.append(f"{name}: {ext.get('message')}")
+    return out
+
+
+@rule("an NVIDIA GPU is usable", "gpu", needs=("gpu",))
+def none(facts, ctx):
+    gpu = facts["gpu"]
+    if gpu.get("available") and gpu.get("gpus"):
+        return
+    reason = gpu.get("reason") or "NVML found 0 GPUs"
+    yield make("gpu.none", [reason] + _ext_driver_evidence(facts), reason=reason, python=ctx.python)
+
+
+def _cuda_tuple(v) -> tuple[int, int] | None:
+    try:
+        if isinstance(v, int):  # NVML: major*1000 + minor*10
+            return v // 1000, (v % 1000) // 10
+        major, minor = str(v).split(".")[:2]
+        return int(major), int(minor)
+    except (ValueError, TypeError):
+        return None
+
+
+@rule("the driver supports torch's CUDA", "gpu", needs=("gpu",))
+def driver_too_old(facts, ctx):
+    gpu = facts["gpu"]
+    drv = _cuda_tuple(gpu.get("cuda_driver_version")) if gpu.get("available") else None
+    built = _cuda_tuple((gpu.get("torch") or {}).get("cuda"))
+    if drv and built and drv < built:
+        yield make("gpu.driver-too-old",
+                   [f"NVML: driver {gpu.get('driver_version')} supports CUDA {drv[0]}.{drv[1]}",
+                    f"torch {gpu['torch'].get('version')}: torch.version.cuda = {gpu['torch'].get('cuda')}"],
+                   driver_cuda=f"{drv[0]}.{drv[1]}", torch_cuda=gpu["torch"].get("cuda"), python=ctx.python)
+
+
+@rule("GPUs support bfloat16", "gpu", needs=("gpu",))
+def bf16(facts, ctx):
+    need = tuple(knowledge.load("system")["gpu"]["min_compute_capability_bf16"])
+    for g in facts["gpu"].get("gpus") or []:
+        cc = tuple(g.get("compute_capability") or ())
+        if cc and cc < need:
+            yield make("gpu.bf16-unsupported", [f"GPU {g['index']} {g['name']}: compute capability {cc[0]}.{cc[1]} < {need[0]}.{need[1]}"],
+                       index=g["index"], name=g["name"], cc=f"{cc[0]}.{cc[1]}", python=ctx.python)
+
+
+@rule("no other process holds GPU memory", "gpu", needs=("gpu",))
+def memory_held(facts, ctx):
+    # Processes, not memory_used: NVML counts ~600 MB of driver-reserved memory as used even on an
+    # idle GPU (fixtures/h200).
+    me = os.getpid()
+    for g in facts["gpu"].get("gpus") or []:
+        procs = [p for p in g.get("compute_processes") or [] if p.get("pid") != me]
+        if procs:
+            held = sum(p.get("used_memory") or 0 for p in procs)
+            yield make("gpu.memory-held",
+                       [f"GPU {g['index']}: pid {p['pid']} ({p.get('name') or '?'}) holds {human_bytes(p.get('used_memory') or 0)}" for p in procs],
+                       held=human_bytes(held), index=g["index"], python=ctx.python)

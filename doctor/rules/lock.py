@@ -1,0 +1,28 @@
+"""lock.drift: the target against a lockfile (--lock)."""
+
+from __future__ import annotations
+
+from packaging.utils import canonicalize_name
+
+from doctor import knowledge
+from doctor.findings import make
+from doctor.rules import rule
+
+
+@rule("the target matches the lockfile", "lock", needs=("distributions",))
+def drift(facts, ctx):
+    if ctx.lock is None:
+        return
+    ignore = {canonicalize_name(i["dist"]) for i in knowledge.load("lock")["ignore_extra"]}
+    dists = facts["distributions"]
+    evidence = []
+    for name, pin in sorted(ctx.lock.items()):
+        have = dists.get(name)
+        if have is None:
+            evidence.append(f"missing: {name}=={pin['version']}")
+        elif have["version"] != pin["version"]:
+            evidence.append(f"different: {name} {have['version']} installed, {pin['version']} locked")
+    for name in sorted(set(dists) - set(ctx.lock) - ignore):
+        evidence.append(f"extra: {name}=={dists[name]['version']} (not in the lock)")
+    if evidence:
+        yield make("lock.drift", evidence, count=len(evidence), lockfile=ctx.lockfile, python=ctx.python)

@@ -1,0 +1,54 @@
+"""pip.conflict: declared requirements the installed set violates (what `pip check` reports)."""
+
+from __future__ import annotations
+
+import functools
+
+from packaging.markers import UndefinedEnvironmentName
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from doctor.findings import make
+from doctor.rules import rule
+from doctor.rules.common import active_stack, satisfies
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse(text: str) -> Requirement | None:
+    try:
+        return Requirement(text)
+    except InvalidRequirement:
+        return None
+
+
+def conflicts(facts: dict) -> list[str]:
+    dists = facts["distributions"]
+    env = dict(facts["markers"], extra="")
+    out = []
+    for key in sorted(dists):
+        d = dists[key]
+        for text in d["requires"]:
+            req = _parse(text)
+            if req is None:
+                continue
+            if req.marker is not None:
+                try:
+                    if not req.marker.evaluate(env):
+                        continue
+                except UndefinedEnvironmentName:
+                    continue
+            have = dists.get(canonicalize_name(req.name))
+            if have is None:
+                out.append(f"{d['name']} {d['version']} requires {req.name}, which is not installed")
+            elif req.specifier and not satisfies(have["version"], str(req.specifier)):
+                out.append(f"{d['name']} {d['version']} requires {req.name}{req.specifier}, but {have['version']} is installed")
+    return out
+
+
+@rule("declared requirements are met (pip check)", "packages", needs=("distributions",))
+def pip_conflict(facts, ctx):
+    found = conflicts(facts)
+    if found:
+        stack = active_stack(facts, ctx)
+        yield make("pip.conflict", found, count=len(found), stack=stack["name"],
+                   pyver=facts["markers"]["python_version"], python=ctx.python)

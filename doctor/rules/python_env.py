@@ -1,0 +1,46 @@
+"""The interpreter's own packaging tools and metadata: setuptools, pkg_resources, broken dist-info."""
+
+from __future__ import annotations
+
+from doctor.findings import make
+from doctor.rules import rule
+from doctor.rules.common import failure_evidence, failures_for, installed
+
+
+def _modules(failures, default):
+    return ", ".join(m for m, _ in failures) or default
+
+
+@rule("setuptools is installed", "python", needs=("distributions",))
+def setuptools_missing(facts, ctx):
+    failures = failures_for(facts, "python.setuptools-missing")
+    if installed(facts, "setuptools") and not failures:
+        return
+    evidence = []
+    if not installed(facts, "setuptools"):
+        evidence.append(f"no setuptools distribution in {facts['python']['prefix']}")
+    evidence += [failure_evidence(m, i) for m, i in failures]
+    yield make("python.setuptools-missing", evidence, modules=_modules(failures, "vllm (through triton)"), python=ctx.python)
+
+
+@rule("pkg_resources is importable", "python", needs=("distributions",))
+def pkg_resources_missing(facts, ctx):
+    failures = failures_for(facts, "python.pkg-resources-missing")
+    st = installed(facts, "setuptools")
+    if not failures:
+        return
+    evidence = [failure_evidence(m, i) for m, i in failures]
+    if st:
+        evidence.append(f"setuptools=={st} installed (82 and later ship no pkg_resources)")
+    yield make("python.pkg-resources-missing", evidence, modules=_modules(failures, "verl"), setuptools=st or "missing",
+               python=ctx.python)
+
+
+@rule("package metadata is readable and unique", "python", needs=("distributions",))
+def broken_metadata(facts, ctx):
+    problems = facts.get("metadata_problems") or {}
+    evidence = [f"{b['path']}: {b['error']}" for b in problems.get("broken", [])]
+    evidence += [f"second copy of {d['name']} {d['version']} at {d['path']}" for d in problems.get("duplicates", [])]
+    if evidence:
+        dists = " ".join(sorted({d["name"] for d in problems.get("duplicates", [])})) or "PACKAGE"
+        yield make("python.broken-metadata", evidence, dists=dists, python=ctx.python)

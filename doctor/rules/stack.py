@@ -1,0 +1,60 @@
+"""Which stack the target is, and whether its verl accepts its vllm."""
+
+from __future__ import annotations
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from doctor import knowledge
+from doctor.findings import make
+from doctor.rules import rule
+from doctor.rules.common import closest_stack, failure_evidence, failures_for, installed
+
+
+@rule("closest known stack", "stack", needs=("distributions",))
+def detected(facts, ctx):
+    stack, met, total = (ctx.stack, None, None) if ctx.stack else closest_stack(facts)
+    if met is None:
+        met = sum(1 for c in stack["constraints"] if (v := installed(facts, c["dist"])) and Version(v) in SpecifierSet(c["spec"], prereleases=True))
+        total = sum(1 for c in stack["constraints"] if installed(facts, c["dist"]))
+    how = "chosen with --stack" if ctx.stack else "closest by installed versions"
+    yield make("stack.detected", [f"{stack['name']}: {met} of {total} installed constraint(s) met ({how})"],
+               stack=stack["name"], met=met, total=total, python=ctx.python, pyver=facts["markers"]["python_version"])
+
+
+def adapter_accepts(verl: str, vllm: str) -> tuple[bool, dict | None]:
+    """Does the installed verl's adapter accept this vllm *string*? (knowledge/verl_vllm.yaml)"""
+    try:
+        v = Version(verl)
+    except InvalidVersion:
+        return True, None
+    for entry in knowledge.load("verl_vllm"):
+        if v in SpecifierSet(entry["verl"], prereleases=True):
+            acc = entry["accepts"]
+            if vllm in acc.get("exact", []) or any(vllm.startswith(p) for p in acc.get("prefix", [])):
+                return True, entry
+            try:
+                if "min" in acc and Version(vllm) >= Version(acc["min"]):
+                    return True, entry
+            except InvalidVersion:
+                pass
+            return False, entry
+    return True, None
+
+
+@rule("verl accepts the installed vLLM", "stack", needs=("distributions",))
+def verl_rejects_vllm(facts, ctx):
+    verl, vllm = installed(facts, "verl"), installed(facts, "vllm")
+    if not verl or not vllm:
+        return
+    ok, entry = adapter_accepts(verl, vllm)
+    if ok:
+        return
+    evidence = [f"verl {verl} + vllm {vllm} (installed)",
+                f"verl {entry['verl']} accepts {entry['accepts']} — {entry['source']}"]
+    real = failures_for(facts, "stack.verl-rejects-vllm")
+    if real:
+        evidence.insert(0, failure_evidence(*real[0]))
+    else:
+        evidence.insert(0, "expected at import: " + entry["error"].format(vllm=vllm))
+    yield make("stack.verl-rejects-vllm", evidence, verl=verl, vllm=vllm, python=ctx.python)

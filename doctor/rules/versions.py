@@ -1,0 +1,20 @@
+"""version.<dist>: a distribution outside the known-good range of the (detected) stack."""
+
+from __future__ import annotations
+
+from doctor.findings import make
+from doctor.rules import rule
+from doctor.rules.common import active_stack, installed, satisfies
+
+
+@rule("versions within the stack's known-good ranges", "versions", needs=("distributions",))
+def out_of_range(facts, ctx):
+    stack = active_stack(facts, ctx)
+    for c in stack["constraints"]:
+        v = installed(facts, c["dist"])
+        if v is None or satisfies(v, c["spec"]):
+            continue
+        yield make(f"version.{c['dist']}", [f"{c['dist']}=={v} installed; {stack['name']} needs {c['dist']}{c['spec']}",
+                                            f"why: {c['reason']}"],
+                   severity=c["severity"], dist=c["dist"], installed=v, spec=c["spec"], stack=stack["name"],
+                   reason=c["reason"], source=c["source"], python=ctx.python)

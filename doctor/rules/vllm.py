@@ -1,0 +1,41 @@
+"""vLLM's own machinery: its tokenizer wrapper, its model registry child, its compiled kernels."""
+
+from __future__ import annotations
+
+from doctor.findings import make
+from doctor.rules import rule
+from doctor.rules.common import classify, installed
+
+
+@rule("vLLM's tokenizer wrapper works with transformers", "vllm", needs=("imports",))
+def tokenizer(facts, ctx):
+    check = (facts["imports"].get("checks") or {}).get("vllm_tokenizer")
+    if check and not check.get("ok"):
+        chain = check.get("chain") or []
+        yield make("vllm.tokenizer-incompatible",
+                   [f"vllm.transformers_utils.tokenizer.get_cached_tokenizer(): {check.get('message')}"]
+                   + ([f"raised at {chain[-1]}"] if chain else []),
+                   transformers=installed(facts, "transformers") or "?", python=ctx.python)
+
+
+@rule("vLLM can inspect Qwen2ForCausalLM", "vllm", needs=("registry",))
+def qwen2(facts, ctx):
+    reg = facts["registry"]
+    if not reg.get("ran") or reg.get("ok"):
+        return
+    tail = reg.get("stderr_tail") or []
+    evidence = [f"`{' '.join(reg.get('command', []))}` exited {reg.get('returncode')}; child stderr (tail):"]
+    evidence += ["  " + line for line in tail[-12:]]
+    yield make("vllm.qwen2-not-inspectable", evidence, python=ctx.python)
+
+
+@rule("vllm._C loads", "vllm", needs=("extensions",))
+def c_extension(facts, ctx):
+    ext = facts["extensions"].get("vllm._C") or {}
+    if not ext.get("present") or ext.get("ok"):
+        return
+    msg = ext.get("message", "")
+    if classify(msg) == "gpu.required-at-import":
+        return  # no driver on this machine: the GPU rules report it
+    yield make("vllm.c-extension-broken", [f"{ext.get('path')}: {msg}"], message=msg,
+               vllm=installed(facts, "vllm") or "?", python=ctx.python)

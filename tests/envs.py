@@ -1,0 +1,97 @@
+"""Builds the real virtualenvs the tests diagnose, with uv, from PyPI.
+
+Every env starts from a hashed lockfile of lockfiles/ and applies one mutation that reproduces a
+breakage from ../shared/STACK.md. All envs share one uv cache (hardlinks: a rebuild from a warm
+cache takes seconds) and are reused within a run: an env is rebuilt only when its recipe changes.
+Location: $VERL_DOCTOR_TEST_ENVS (default ~/.cache/verl-doctor-tests)."""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+ROOT = Path(os.environ.get("VERL_DOCTOR_TEST_ENVS", Path.home() / ".cache" / "verl-doctor-tests"))
+LOCK_041 = REPO / "lockfiles" / "verl041-vllm063post1-py3.11.txt"
+LOCK_030 = REPO / "lockfiles" / "verl030-vllm063-py3.11.txt"
+EXCLUDE_NEWER = "2026-11-30T00:00:00Z"
+
+# name -> (lockfile, mutation: list of uv pip argument lists applied after the sync, why)
+RECIPES: dict[str, tuple[Path, list[list[str]], str]] = {
+    "working": (LOCK_041, [], "the verified working set (install proof of the default lock)"),
+    "verl030": (LOCK_030, [], "verl 0.3.0.post1 + vllm==0.6.3 (install proof of the second lock)"),
+    "verl020post1": (LOCK_041, [["install", "verl==0.2.0.post1"]],
+                     "verl 0.2.0.post1 + vllm 0.6.3.post1: the adapter rejects .post1"),
+    "transformers5": (LOCK_041, [["install", "transformers==5.0.0"]],
+                      "transformers 5.0.0: imports work, vLLM's tokenizer wrapper breaks"),
+    "no-setuptools": (LOCK_041, [["uninstall", "setuptools"]],
+                      "a uv venv without setuptools: triton, hence vllm, fails to import"),
+    "setuptools80": (LOCK_041, [["install", "setuptools==84.2.1"]],
+                     "setuptools >= 80 (84.2.1: no pkg_resources since 82): import verl fails"),
+}
+
+
+def uv() -> str:
+    from doctor.lock import uv_bin
+
+    return uv_bin()
+
+
+def _run(cmd: list[str], **kw) -> None:
+    proc = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+
+
+def _uv_env() -> dict:
+    env = dict(os.environ)
+    env.setdefault("UV_CACHE_DIR", str(ROOT / "uv-cache"))
+    env["UV_NO_PROGRESS"] = "1"
+    env.pop("VIRTUAL_ENV", None)
+    return env
+
+
+def recipe_key(name: str) -> str:
+    lock, mutations, _ = RECIPES[name]
+    h = hashlib.sha256(lock.read_bytes())
+    h.update(json.dumps(mutations).encode())
+    return h.hexdigest()
+
+
+def python_of(env_dir: Path) -> Path:
+    return env_dir / "bin" / "python"
+
+
+def build(name: str) -> Path:
+    """Path to the env's interpreter, building the env if its recipe changed."""
+    ROOT.mkdir(parents=True, exist_ok=True)
+    env_dir = ROOT / "envs" / name
+    stamp = env_dir / ".verl-doctor-test-recipe"
+    with open(ROOT / f".{name}.lock", "w") as lockfh:  # parallel test workers build once
+        fcntl.flock(lockfh, fcntl.LOCK_EX)
+        key = recipe_key(name)
+        if stamp.exists() and stamp.read_text() == key and python_of(env_dir).exists():
+            return python_of(env_dir)
+        lock, mutations, _ = RECIPES[name]
+        if env_dir.exists():
+            shutil.rmtree(env_dir)
+        env = _uv_env()
+        _run([uv(), "venv", "--quiet", "--python", sys.executable, str(env_dir)], env=env)
+        py = str(python_of(env_dir))
+        _run([uv(), "pip", "sync", "--quiet", "--require-hashes", "--python", py, str(lock)], env=env)
+        for args in mutations:
+            extra = ["--exclude-newer", EXCLUDE_NEWER] if args[0] == "install" else []
+            _run([uv(), "pip", *args[:1], "--quiet", "--python", py, *extra, *args[1:]], env=env)
+        stamp.write_text(key)
+        return python_of(env_dir)
+
+
+if __name__ == "__main__":  # python tests/envs.py [NAME ...]: prebuild (CI does this once)
+    for n in sys.argv[1:] or list(RECIPES):
+        print(n, build(n), flush=True)
