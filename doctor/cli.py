@@ -43,6 +43,21 @@ def build_parser() -> argparse.ArgumentParser:
     lk.add_argument("--all", action="store_true", help="every known stack")
     lk.add_argument("--python", nargs="+", metavar="VER", help="Python versions (default: the stack's)")
     lk.add_argument("--out", default="lockfiles", help="output directory (default: lockfiles/)")
+    fx = sub.add_parser("fix", help="plan, snapshot, apply and re-check the automatic fixes")
+    fx.add_argument("--python", metavar="PATH", help="target interpreter (default: the active one)")
+    fx.add_argument("--only", nargs="+", metavar="ID", help="only these finding IDs")
+    g = fx.add_mutually_exclusive_group()
+    g.add_argument("--lock", metavar="FILE", help="sync the target to this lockfile")
+    g.add_argument("--stack", metavar="NAME", help="fix within this stack's constraints")
+    fx.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+    fx.add_argument("--yes", action="store_true", help="apply without asking")
+    fx.add_argument("--json", action="store_true", help="machine-readable plan/result on stdout")
+
+    rb = sub.add_parser("rollback", help="restore the state saved before a `doctor fix`")
+    rb.add_argument("snapshot", nargs="?", help="snapshot ID or path (default: the latest)")
+    rb.add_argument("--python", metavar="PATH", help="target interpreter (default: the snapshot's)")
+    rb.add_argument("--list", action="store_true", help="list snapshots")
+    rb.add_argument("--yes", action="store_true", help="restore without asking")
     return p
 
 
@@ -63,6 +78,14 @@ def main(argv: list[str] | None = None) -> int:
 
             names = sorted(knowledge.stacks()) if args.all else args.stack
             return main_lock(names, args.python, Path(args.out))
+        if args.command == "fix":
+            from doctor.commands.fix import run_fix
+
+            return run_fix(args)
+        if args.command == "rollback":
+            from doctor.commands.fix import run_rollback
+
+            return run_rollback(args)
     except UsageError as exc:
         print(f"doctor: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -14,6 +14,7 @@ from doctor.findings import Finding
 from doctor.probes import TARGET_PROBES, ProbeResult, run_local_probe, run_target_probe
 from doctor.probes.environment import environment_facts
 from doctor.probes.gpu import nvml_facts, torch_cuda_build
+from doctor.probes.ray_state import ray_state_facts
 from doctor.probes.system import system_facts
 
 
@@ -36,9 +37,10 @@ def collect_facts(python: str, *, fast: bool = False, use_cache: bool = True, sc
         "gpu": pool.submit(run_local_probe, "gpu", nvml_facts, 20),
         "system": pool.submit(run_local_probe, "system", system_facts, 10),
         "environment": pool.submit(run_local_probe, "environment", environment_facts, 10),
+        "ray_state": pool.submit(run_local_probe, "ray_state", ray_state_facts, 20),
     }
     progress("distributions", "start")
-    dist = run_target_probe(TARGET_PROBES["distributions"], python, scale)
+    dist = run_target_probe(TARGET_PROBES["distributions"], python)  # --timeout-scale: deep probes only
     progress("distributions", "done")
     if not dist.ok:
         pool.shutdown(wait=False)
@@ -79,6 +81,8 @@ def collect_facts(python: str, *, fast: bool = False, use_cache: bool = True, sc
                     torch=torch_cuda_build(dist.data["dists"])),
         "system": probes["system"].data,
         "environment": probes["environment"].data,
+        "ray_state": probes["ray_state"].data,
+        "ray_smoke": probes["ray_smoke"].data if "ray_smoke" in probes and probes["ray_smoke"].ok else None,
     }
     facts["_collect_seconds"] = round(time.perf_counter() - t0, 3)
     return facts, probes

@@ -116,7 +116,7 @@ def parse_lockfile(path: Path) -> dict[str, dict]:
         if not line or line.startswith("#"):
             continue
         parts = line.split()
-        req_text = parts[0]
+        req_text = " ".join(p for p in parts if not p.startswith("--"))
         hashes = [p.split("=", 1)[1] for p in parts[1:] if p.startswith("--hash=")]
         try:
             req = Requirement(req_text)

@@ -23,7 +23,7 @@ MARKER = "@@VERL-DOCTOR-JSON@@"
 
 # The stack's modules, in the order verl's main_ppo loads them.
 STACK_MODULES = [
-    "numpy", "pyarrow", "torch", "triton", "transformers", "tensordict", "ray", "xformers",
+    "numpy", "pyarrow", "torch", "triton", "transformers", "tensordict", "ray", "ray.core.generated.gcs_pb2", "xformers",
     "flash_attn", "vllm", "verl", "verl.third_party.vllm", "verl.trainer.main_ppo",
     "verl.workers.fsdp_workers", "verl.workers.rollout.vllm_rollout",
 ]
@@ -63,8 +63,16 @@ TARGET_PROBES = {
         TargetProbe("imports", "imports.py", budget_s=240, deep=True, args=lambda: [",".join(STACK_MODULES)]),
         TargetProbe("registry", "registry.py", budget_s=240, deep=True),
         TargetProbe("extensions", "extensions.py", budget_s=120, deep=True),
+        TargetProbe("ray_smoke", "ray_smoke.py", budget_s=90, deep=True, args=lambda: _ray_smoke_args()),
     ]
 }
+
+
+def _ray_smoke_args() -> list[str]:
+    from doctor import knowledge
+
+    k = knowledge.load("ray")["smoke"]
+    return [k["temp_prefix"], str(k["deadline_s"]), ",".join(k["log_files"]), str(k["tail_lines"])]
 
 
 def _neutral_cwd() -> str:

@@ -43,7 +43,7 @@ def rule(check: str, area: str, needs: tuple[str, ...] = ()):
 def _load_rule_modules() -> None:
     # Import order is registration order (which decides merges): fact rules first, imports last.
     from doctor.rules import (  # noqa: F401
-        stack, versions, python_env, packages, vllm, attention, gpu, system, lock, imports, probes,
+        stack, versions, python_env, packages, vllm, attention, gpu, system, lock, ray, imports, probes,
     )
 
 

@@ -1,0 +1,200 @@
+"""Ray: state left on this machine (sessions, cluster address, temp root), protobuf, import and smoke."""
+
+from __future__ import annotations
+
+import datetime as _dt
+
+from packaging.requirements import InvalidRequirement, Requirement
+
+from doctor import knowledge
+from doctor.findings import make
+from doctor.rules import rule
+from doctor.rules.common import classify, failure_evidence, human_bytes, import_failures, installed, satisfies
+
+MAX_LISTED = 10
+PROTOBUF_ID = "ray.protobuf-incompatible"
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "unknown age"
+    s = float(seconds)
+    for unit, n in (("d", 86400), ("h", 3600), ("min", 60)):
+        if s >= n:
+            return f"{s / n:.1f} {unit}"
+    return f"{s:.0f} s"
+
+
+def _when(ts: float | None) -> str:
+    return _dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S") if ts else "unknown"
+
+
+def _size(info: dict) -> str:
+    size = info.get("size") or {}
+    text = human_bytes(size.get("bytes", 0))
+    return text if size.get("complete", True) else f"at least {text}"
+
+
+@rule("no stale Ray sessions", "ray", needs=("ray_state",))
+def stale_sessions(facts, ctx):
+    st = facts["ray_state"]
+    stale = [s for s in st.get("sessions") or [] if s.get("kind") in ("dir", "symlink") and not s.get("dangling")
+             and not s.get("live")]
+    if not stale:
+        return
+    stale.sort(key=lambda s: -(s.get("age_s") or 0))
+    evidence = []
+    for s in stale[:MAX_LISTED]:
+        why = "no raylet process names it" if not any(p.get("comm") == "raylet" for p in s.get("processes") or []) \
+            else "its raylet socket refuses connections"
+        sock = (s.get("raylet_socket") or {}).get("error")
+        evidence.append(f"{s['path']}: age {_age(s.get('age_s'))}, {_size(s)}, owner {s.get('owner')}; {why}"
+                        + (f" (sockets/raylet: {sock})" if sock else ""))
+    if len(stale) > MAX_LISTED:
+        evidence.append(f"… and {len(stale) - MAX_LISTED} more")
+    latest = st.get("session_latest") or {}
+    if latest.get("dangling"):
+        evidence.append(f"session_latest → {latest.get('target')} (missing)")
+    elif latest.get("session") in {s["name"] for s in stale}:
+        evidence.append(f"session_latest → {latest.get('session')} (stale)")
+    total = sum((s.get("size") or {}).get("bytes", 0) for s in stale)
+    yield make("ray.stale-session", evidence, count=len(stale), size=human_bytes(total), ray_dir=st["ray_dir"],
+               oldest=stale[0]["path"], python=ctx.python)
+
+
+@rule("live Ray sessions on this machine", "ray", needs=("ray_state",))
+def live_sessions(facts, ctx):
+    st = facts["ray_state"]
+    live = [s for s in st.get("sessions") or [] if s.get("live")]
+    if not live:
+        return
+    evidence, users = [], []
+    for s in live:
+        procs = s.get("processes") or []
+        users += [p.get("user") for p in procs if p.get("user")]
+        who = ", ".join(f"{p['comm']} pid {p['pid']} (user {p.get('user', '?')}, since {_when(p.get('started'))})"
+                        for p in procs)
+        evidence.append(f"{s['path']}: {'head' if s.get('head') else 'worker node'}; {who}")
+    yield make("ray.live-session", evidence, count=len(live), users=", ".join(dict.fromkeys(users)) or "?",
+               ray_dir=st["ray_dir"], python=ctx.python)
+
+
+@rule("the Ray head named by ray_current_cluster / RAY_ADDRESS answers", "ray", needs=("ray_state",))
+def dead_cluster_address(facts, ctx):
+    st = facts["ray_state"]
+    dead = []
+    cc = st.get("current_cluster")
+    if cc and cc.get("answers") is False:
+        dead.append(("ray_current_cluster", cc))
+    elif cc and cc.get("parsed") is False:
+        dead.append(("ray_current_cluster", {**cc, "error": "not a host:port address"}))
+    ra = st.get("ray_address")
+    if ra and ra.get("answers") is False:
+        dead.append(("RAY_ADDRESS", ra))
+    if not dead:
+        return
+    evidence = []
+    for what, info in dead:
+        where = f" ({info['path']})" if info.get("path") else ""
+        evidence.append(f"{what}{where} names {info.get('address')!r}: {info.get('error', 'no answer')}")
+    names = " and ".join(w for w, _ in dead)
+    address_file = (cc or {}).get("path") or f"{st['ray_dir']}/ray_current_cluster"
+    yield make("ray.dead-cluster-address", evidence, source=names, address=dead[0][1].get("address"),
+               address_file=address_file, python=ctx.python)
+
+
+@rule("Ray's socket paths fit the AF_UNIX limit", "ray", needs=("ray_state",))
+def tmpdir_too_long(facts, ctx):
+    sock = facts["ray_state"].get("socket") or {}
+    if not sock.get("too_long"):
+        return
+    tr = facts["ray_state"].get("temp_root") or {}
+    yield make("ray.tmpdir-too-long",
+               [f"temp root {sock['root']!r} ({sock['root_bytes']} bytes) comes from "
+                f"{tr.get('source') if tr.get('source') != 'default' else 'the default'}",
+                f"longest socket path: {sock['bytes']} bytes > {sock['max_bytes']}: {sock['example']}"],
+               length=sock["bytes"], max=sock["max_bytes"], root=sock["root"], source=tr.get("source"),
+               room=sock["max_bytes"] - (sock["bytes"] - sock["root_bytes"]), python=ctx.python)
+
+
+def _ray_protobuf_spec(facts: dict) -> tuple[str | None, str]:
+    """protobuf range the installed Ray declares (its metadata), else the knowledge fallback."""
+    ray = facts["distributions"].get("ray") or {}
+    env = dict(facts.get("markers") or {}, extra="")
+    for req in ray.get("requires") or []:
+        try:
+            r = Requirement(req)
+        except InvalidRequirement:
+            continue
+        if r.name.lower() != "protobuf":
+            continue
+        try:
+            if r.marker and not r.marker.evaluate(env):
+                continue
+        except Exception:  # noqa: BLE001 - an odd marker: take the requirement
+            pass
+        return str(r.specifier) or None, f"ray {ray.get('version')} metadata (Requires-Dist: {req})"
+    for fb in knowledge.load("ray")["protobuf"]["fallback_ranges"]:
+        if ray.get("version") and satisfies(ray["version"], fb["ray"]):
+            return fb["spec"], fb["source"]
+    return None, ""
+
+
+def _ray_import_failures(facts: dict) -> list[tuple[str, dict]]:
+    mods = knowledge.load("ray")["protobuf"]["modules"]
+    out = [(m, i) for m, i in ((facts.get("imports") or {}).get("modules") or {}).items()
+           if m in mods and not i.get("ok")]
+    smoke = facts.get("ray_smoke") or {}
+    if smoke and not smoke.get("ok") and smoke.get("stage") == "import" and smoke.get("error"):
+        if not any(i.get("message") == smoke["error"].get("message") for _, i in out):
+            out.append(("ray (smoke test)", smoke["error"]))
+    return out
+
+
+@rule("protobuf fits Ray's generated modules and declared range", "ray", needs=("distributions",))
+def protobuf_incompatible(facts, ctx):
+    ray_v = installed(facts, "ray")
+    pb = installed(facts, "protobuf")
+    evidence = []
+    spec, spec_source = _ray_protobuf_spec(facts) if ray_v else (None, "")
+    if pb and spec and not satisfies(pb, spec):
+        evidence.append(f"protobuf=={pb} is outside Ray {ray_v}'s declared range protobuf{spec} ({spec_source})")
+    failures = [(m, i) for m, i, fid in import_failures(facts) if fid == PROTOBUF_ID]
+    failures += [(m, i) for m, i in _ray_import_failures(facts)
+                 if m not in dict(failures) and classify(i.get("message", "")) == PROTOBUF_ID]
+    for module, info in failures:
+        evidence.append(failure_evidence(module, info))
+    if evidence:
+        yield make(PROTOBUF_ID, evidence, ray=ray_v or "not installed", protobuf=pb or "not installed",
+                   spec=spec or "?", module=failures[0][0] if failures else "ray", python=ctx.python)
+
+
+@rule("Ray imports", "ray", needs=("distributions",))
+def import_failed(facts, ctx):
+    if installed(facts, "ray") is None:
+        return
+    bad = [(m, i) for m, i in _ray_import_failures(facts) if classify(i.get("message", "")) != PROTOBUF_ID]
+    if not bad:
+        return
+    evidence = []
+    for module, info in bad:
+        evidence.append(failure_evidence(module, info))
+    info = bad[0][1]
+    yield make("ray.import-failed", evidence, module=bad[0][0], message=info.get("message"),
+               ray=installed(facts, "ray"), dist=info.get("missing_module") or "ray", python=ctx.python)
+
+
+@rule("a private Ray instance starts and runs a task", "ray", needs=("ray_smoke",))
+def smoke_failed(facts, ctx):
+    smoke = facts["ray_smoke"]
+    if smoke.get("ok") or smoke.get("stage") == "import":  # import failures: ray.import-failed / protobuf
+        return
+    err = smoke.get("error") or {}
+    evidence = [f"stage {smoke.get('stage')}: {err.get('type')}: {err.get('message')}",
+                f"temp dir {smoke.get('temp_dir')} (removed: {smoke.get('temp_removed')})"]
+    for name, lines in (smoke.get("logs") or {}).items():
+        evidence.append(f"{name} (last {len(lines)} lines):\n  " + "\n  ".join(lines))
+    if smoke.get("killed_leftovers"):
+        evidence.append(f"leftover processes of the smoke test killed: {smoke['killed_leftovers']}")
+    yield make("ray.smoke-failed", evidence, stage=smoke.get("stage"), message=err.get("message"),
+               ray=smoke.get("ray_version") or installed(facts, "ray"), python=ctx.python)

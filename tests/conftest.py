@@ -1,0 +1,54 @@
+"""Shared fixtures: the doctor CLI as a user runs it, and the real test environments (tests/envs.py)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+sys.path.insert(0, str(REPO / "tests"))
+
+import envs  # noqa: E402
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_cache(tmp_path_factory):
+    # Tests never read or write the user's cache; one cache per test session (deep probes of each
+    # real env run once per session, then come from it).
+    if "VERL_DOCTOR_CACHE_DIR" not in os.environ:
+        os.environ["VERL_DOCTOR_CACHE_DIR"] = str(tmp_path_factory.mktemp("doctor-cache"))
+    os.environ.setdefault("VERL_DOCTOR_STATE_DIR", str(tmp_path_factory.mktemp("doctor-state")))
+    yield
+
+
+def run_doctor(*args: str, env: dict | None = None, input: str | None = None, timeout: float = 600,
+               cwd: str | None = None) -> subprocess.CompletedProcess:
+    """`doctor ARGS` in a subprocess, exactly as a user runs it."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-m", "doctor", *args], capture_output=True, text=True,
+                          env=full_env, input=input, timeout=timeout, cwd=cwd or str(REPO))
+
+
+@functools.lru_cache(maxsize=None)
+def check_json(env_name: str, *extra: str) -> tuple[int, dict]:
+    """`doctor check --json` on a real env, once per session (cached by arguments)."""
+    py = envs.build(env_name)
+    proc = run_doctor("check", "--json", "--python", str(py), *extra)
+    assert proc.stdout.strip(), f"no JSON on stdout; stderr: {proc.stderr[-3000:]}"
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def ids(doc: dict, severity: str | None = None) -> set[str]:
+    return {f["id"] for f in doc["findings"] if severity is None or f["severity"] == severity}
+
+
+def finding(doc: dict, fid: str) -> dict:
+    return next(f for f in doc["findings"] if f["id"] == fid)

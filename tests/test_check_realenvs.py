@@ -1,0 +1,128 @@
+"""`doctor check --json` on real virtualenvs built with uv from PyPI (tests/envs.py). Each broken env
+reproduces a breakage from ../shared/STACK.md; the doctor must name its cause."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import check_json, finding, ids
+
+pytestmark = pytest.mark.realenv
+
+HOST = {"gpu.none"}  # this machine has no GPU
+
+
+def errors(doc):
+    return ids(doc, "error") - HOST
+
+
+def test_working_set_has_no_errors_but_gpu():
+    rc, doc = check_json("working")
+    assert errors(doc) == set()
+    assert "gpu.none" in ids(doc, "error") and rc == 1
+    mods = doc["facts"]["imports"]["modules"]
+    for m in ("verl.trainer.main_ppo", "verl.third_party.vllm", "verl.workers.fsdp_workers", "vllm", "ray"):
+        assert mods[m]["ok"], (m, mods[m])
+    assert doc["facts"]["registry"]["ok"] is True
+    assert doc["facts"]["registry"]["model_info"]["is_text_generation_model"] is True
+    assert finding(doc, "stack.detected")["title"].startswith("closest known stack: verl041-vllm063post1")
+    assert doc["schema_version"] == 1 and set(doc) >= {"doctor_version", "target", "findings", "facts", "timings"}
+
+
+def test_second_stack_install_proof_verl030():
+    rc, doc = check_json("verl030")
+    assert errors(doc) == set()
+    assert doc["facts"]["imports"]["modules"]["verl.trainer.main_ppo"]["ok"]
+    # verl 0.3's vllm_rollout calls torch.cuda.get_device_name() at import: a host fact, not a break
+    gpu_only = finding(doc, "gpu.required-at-import")
+    assert gpu_only["severity"] == "info" and "verl.workers.rollout.vllm_rollout" in gpu_only["title"]
+    assert "verl030-vllm063" in finding(doc, "stack.detected")["title"]
+
+
+def test_verl020post1_rejects_vllm_post1_with_the_real_error():
+    _, doc = check_json("verl020post1")
+    f = finding(doc, "stack.verl-rejects-vllm")
+    assert f["severity"] == "error"
+    assert "ValueError: vllm version 0.6.3.post1 not supported" in f["evidence"][0]
+    assert "verl 0.2.0.post1 + vllm 0.6.3.post1" in " ".join(f["evidence"])
+    assert "import.failed" not in ids(doc)  # explained by the specific rule
+
+
+def test_transformers5_is_caught_although_every_import_works():
+    _, doc = check_json("transformers5")
+    assert {"version.transformers", "vllm.tokenizer-incompatible"} <= ids(doc, "error")
+    assert "all_special_tokens_extended" in finding(doc, "vllm.tokenizer-incompatible")["evidence"][0]
+    assert doc["facts"]["imports"]["modules"]["vllm"]["ok"]
+
+
+def test_no_setuptools():
+    _, doc = check_json("no-setuptools")
+    assert {"python.setuptools-missing", "vllm.qwen2-not-inspectable"} <= ids(doc, "error")
+    assert any("No module named 'setuptools'" in e for e in finding(doc, "python.setuptools-missing")["evidence"])
+    # the registry child's stderr names the real cause
+    assert "No module named 'setuptools'" in finding(doc, "vllm.qwen2-not-inspectable")["evidence"][-1]
+
+
+def test_setuptools80_breaks_pkg_resources():
+    _, doc = check_json("setuptools80")
+    assert "python.pkg-resources-missing" in ids(doc, "error")
+    assert "version.setuptools" in ids(doc)
+    assert "setuptools==84.2.1" in " ".join(finding(doc, "python.pkg-resources-missing")["evidence"])
+
+
+def test_check_lock_reports_real_drift_on_a_changed_package():
+    from envs import LOCK_041
+
+    _, clean = check_json("working", "--fast", "--lock", str(LOCK_041))
+    assert "lock.drift" not in ids(clean)
+    _, doc = check_json("transformers5", "--fast", "--lock", str(LOCK_041))
+    ev = finding(doc, "lock.drift")["evidence"]
+    assert "different: transformers 5.0.0 installed, 4.47.1 locked" in ev
+
+
+def test_deep_probes_are_cached_and_invalidated_by_the_environment(tmp_path):
+    from conftest import run_doctor
+    import envs, json, subprocess
+
+    py = envs.python_of(tmp_path / "tiny")
+    subprocess.run([envs.uv(), "venv", "-q", "--python", envs.sys.executable, str(tmp_path / "tiny")], check=True)
+    env = {"VERL_DOCTOR_CACHE_DIR": str(tmp_path / "cache")}
+    first = json.loads(run_doctor("check", "--json", "--python", str(py), env=env).stdout)
+    second = json.loads(run_doctor("check", "--json", "--python", str(py), env=env).stdout)
+    from doctor.probes import TARGET_PROBES
+
+    deep = sorted(n for n, p in TARGET_PROBES.items() if p.deep)
+    assert first["timings"]["cached"] == [] and second["timings"]["cached"] == deep
+    subprocess.run([envs.uv(), "pip", "install", "-q", "--python", str(py), "six"], check=True, env=envs._uv_env())
+    third = json.loads(run_doctor("check", "--json", "--python", str(py), env=env).stdout)
+    assert third["timings"]["cached"] == []  # a new distribution is a new fingerprint
+    nocache = json.loads(run_doctor("check", "--json", "--no-cache", "--python", str(py), env=env).stdout)
+    assert nocache["timings"]["cached"] == []
+
+
+def test_hung_probe_is_killed_and_reported(tmp_path):
+    """A target whose `verl` hangs on import: the import probe is killed at its budget."""
+    from conftest import run_doctor
+    import envs, json, os, subprocess
+
+    venv = tmp_path / "hang"
+    subprocess.run([envs.uv(), "venv", "-q", "--python", envs.sys.executable, str(venv)], check=True)
+    site = next((venv / "lib").glob("python*/site-packages"))
+    (site / "verl").mkdir()
+    (site / "verl" / "__init__.py").write_text("import time\ntime.sleep(600)\n")
+    proc = run_doctor("check", "--json", "--no-cache", "--timeout-scale", "0.02", "--python", str(venv / "bin" / "python"))
+    doc = json.loads(proc.stdout)
+    f = finding(doc, "probe.could-not-run")
+    assert "imports: timed out after 5 s (killed)" in f["evidence"]
+    assert not doc["probes"]["imports"]["ok"]
+    # the sleeping interpreter is gone: no process still imports that verl
+    left = [p for p in os.listdir("/proc") if p.isdigit() and str(venv) in _cmdline(p)]
+    assert left == []
+
+
+def _cmdline(pid: str) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().decode(errors="replace")
+    except OSError:
+        return ""

@@ -1,0 +1,152 @@
+"""Rules on recorded facts: pure functions, no subprocesses. The facts are real recordings
+(tests/data/facts-working.json from the `working` env; tests/data/h200-gpu-facts.json from NVML on a
+lent H200, idle and with a process holding 4.5 GiB) — test doubles only for what this machine lacks."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from doctor.rules import Context, evaluate
+
+DATA = Path(__file__).parent / "data"
+WORKING = json.loads((DATA / "facts-working.json").read_text())
+H200 = json.loads((DATA / "h200-gpu-facts.json").read_text())
+
+
+def run(facts, **ctx):
+    findings, checks = evaluate(facts, Context(python="/env/bin/python", **ctx))
+    return {f.id: f for f in findings}, checks
+
+
+def with_gpu(facts, gpu):
+    f = copy.deepcopy(facts)
+    f["gpu"] = dict(copy.deepcopy(gpu), torch=f["gpu"]["torch"])
+    return f
+
+
+def set_version(facts, dist, version):
+    f = copy.deepcopy(facts)
+    f["distributions"][dist]["version"] = version
+    return f
+
+
+def test_working_facts_have_no_errors_but_gpu_none():
+    found, _ = run(WORKING)
+    assert {i for i, f in found.items() if f.severity == "error"} == {"gpu.none"}
+    assert found["flash-attn.missing"].severity == "warning"  # no GPU in the recording
+
+
+def test_real_h200_reading_clears_gpu_findings_and_makes_flash_attn_an_error():
+    found, _ = run(with_gpu(WORKING, H200["idle"]))
+    assert not [i for i in found if i.startswith("gpu.")]
+    assert found["flash-attn.missing"].severity == "error"
+
+
+def test_memory_held_uses_processes_not_memory_used():
+    idle = copy.deepcopy(H200["idle"])
+    assert idle["gpus"][0]["memory_used"] > 600_000_000  # driver-reserved memory, no process
+    assert "gpu.memory-held" not in run(with_gpu(WORKING, idle))[0]
+    found, _ = run(with_gpu(WORKING, H200["busy"]))
+    assert "pid 459 (python3) holds 4.5 GiB" in found["gpu.memory-held"].evidence[0]
+
+
+def test_driver_too_old_compares_driver_cuda_with_torch_build():
+    gpu = copy.deepcopy(H200["idle"])
+    gpu["cuda_driver_version"] = 12000  # CUDA 12.0 driver, torch 2.4.0 is cu121
+    found, _ = run(with_gpu(WORKING, gpu))
+    f = found["gpu.driver-too-old"]
+    assert "CUDA 12.0" in f.evidence[0] and "12.1" in f.evidence[1]
+
+
+def test_bf16_needs_compute_capability_8():
+    gpu = copy.deepcopy(H200["idle"])
+    gpu["gpus"][0].update(name="Tesla V100-SXM2-32GB", compute_capability=[7, 0])
+    found, _ = run(with_gpu(WORKING, gpu))
+    assert found["gpu.bf16-unsupported"].title.startswith("GPU 0 (Tesla V100")
+
+
+@pytest.mark.parametrize("dist,version,fid,severity", [
+    ("transformers", "5.0.0", "version.transformers", "error"),
+    ("numpy", "2.1.2", "version.numpy", "error"),
+    ("torch", "2.5.1", "version.torch", "error"),
+    ("tensordict", "0.6.2", "version.tensordict", "error"),
+    ("protobuf", "3.19.5", "version.protobuf", "warning"),
+    ("setuptools", "80.9.0", "version.setuptools", "warning"),
+    ("xformers", "0.0.28.post1", "version.xformers", "error"),
+    ("ray", "2.60.0", "version.ray", "warning"),
+    ("pyarrow", "26.0.1", "version.pyarrow", "error"),
+])
+def test_version_rules_come_from_stack_data(dist, version, fid, severity):
+    found, _ = run(set_version(WORKING, dist, version))
+    assert found[fid].severity == severity
+    assert f"{dist}=={version} installed" in found[fid].evidence[0]
+    assert found[fid].sources and found[fid].fix["commands"]
+
+
+@pytest.mark.parametrize("verl,vllm,rejected", [
+    ("0.2.0.post1", "0.6.3.post1", True),
+    ("0.2.0.post2", "0.6.3", False),
+    ("0.3.0.post1", "0.6.3.post1", True),
+    ("0.3.0.post1", "0.6.3", False),
+    ("0.4.1", "0.6.3.post1", False),
+    ("0.4.0", "0.6.3.post1", False),
+    ("0.5.0", "0.6.3.post1", True),
+    ("0.1", "0.6.3.post1", True),
+])
+def test_verl_vllm_acceptance_table(verl, vllm, rejected):
+    facts = set_version(set_version(WORKING, "verl", verl), "vllm", vllm)
+    found, _ = run(facts)
+    assert ("stack.verl-rejects-vllm" in found) is rejected
+
+
+def test_pip_conflict_reports_violated_requirement():
+    facts = set_version(WORKING, "huggingface-hub", "1.33.0")
+    found, _ = run(facts)
+    assert any("requires huggingface-hub<1.0.0,>=0.14.0, but 1.33.0 is installed" in e
+               for e in found["pip.conflict"].evidence)
+
+
+def test_unknown_import_failure_is_import_failed_with_the_dist_at_fault():
+    facts = copy.deepcopy(WORKING)
+    facts["imports"]["modules"]["pyarrow"] = {
+        "ok": False, "type": "ImportError", "message": "ImportError: pyarrow requires NumPy 2.0 or newer, found 1.26.4",
+        "chain": ["/env/lib/python3.11/site-packages/pyarrow/__init__.py:65"], "chain_dists": ["pyarrow"],
+        "failing_dist": "pyarrow"}
+    found, _ = run(facts)
+    f = found["import.failed"]
+    assert f.severity == "error" and "pyarrow" in f.title
+    assert "uv pip install" in f.fix["commands"][0] and '"pyarrow"' in f.fix["commands"][0]
+
+
+def test_shm_small_formula():
+    facts = copy.deepcopy(WORKING)
+    facts["system"]["shm"]["free_bytes"] = 64 * 2**20  # Docker's default --shm-size
+    facts["system"]["memory"]["available_bytes"] = 64 * 2**30
+    found, _ = run(facts)
+    f = found["system.shm-small"]
+    assert "64.0 MiB" in f.title and "--shm-size=21.12gb" in f.fix["commands"][0]
+
+
+def test_lock_drift_names_missing_extra_and_different():
+    lock = {name: {"version": d["version"], "hashes": []} for name, d in WORKING["distributions"].items()}
+    lock["transformers"]["version"] = "4.46.3"
+    lock["made-up-dist"] = {"version": "1.0", "hashes": []}
+    del lock["wandb"]
+    found, _ = run(WORKING, lock=lock, lockfile="x.txt")
+    ev = found["lock.drift"].evidence
+    assert "different: transformers 4.47.1 installed, 4.46.3 locked" in ev
+    assert "missing: made-up-dist==1.0" in ev
+    assert any(e.startswith("extra: wandb==") for e in ev)
+
+
+def test_skipped_probes_mark_checks_skipped_not_ok():
+    facts = copy.deepcopy(WORKING)
+    for k in ("imports", "registry", "extensions"):
+        facts[k] = None
+    _, checks = run(facts, skipped=["imports", "registry", "extensions"])
+    skipped = [c for c in checks if c["status"] == "skipped"]
+    assert skipped and all(c["why"] == "skipped (--fast)" for c in skipped)
