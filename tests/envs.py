@@ -32,6 +32,8 @@ RECIPES: dict[str, tuple[Path, list[list[str]], str]] = {
                       "transformers 5.0.0: imports work, vLLM's tokenizer wrapper breaks"),
     "no-setuptools": (LOCK_041, [["uninstall", "setuptools"]],
                       "a uv venv without setuptools: triton, hence vllm, fails to import"),
+    "protobuf318": (LOCK_041, [["install", "protobuf==3.18.3"]],
+                    "protobuf 3.18.3 (inside ray 2.41's declared >=3.15.3): its protoc-3.19 gencode fails, import ray breaks"),
     "setuptools80": (LOCK_041, [["install", "setuptools==84.2.1"]],
                      "setuptools >= 80 (84.2.1: no pkg_resources since 82): import verl fails"),
 }

@@ -232,6 +232,7 @@ def test_garbage_layouts_are_facts_not_crashes(ray_tmp):
         assert "ray.stale-session" in ids(doc)  # the chmod 000 session dir (root can still read it)
 
         # As an unprivileged user the 000 dir cannot be read: still facts, never an exception.
+        ray_state_facts({"RAY_TMPDIR": ray_tmp})  # load lazy stdlib modules before dropping privileges
         r, w = os.pipe()
         pid = os.fork()
         if pid == 0:  # child

@@ -138,7 +138,7 @@ def _size(path: Path, limit: int) -> dict:
                         errors += 1
         except OSError:
             errors += 1
-    return {"bytes": total, "entries": entries, "complete": not stack and entries < limit, "errors": errors}
+    return {"bytes": total, "entries": entries, "complete": not stack and entries < limit and not errors, "errors": errors}
 
 
 def _unix_connect(path: str, timeout: float) -> dict:
@@ -203,7 +203,7 @@ def parse_address(value: str) -> tuple[str, int] | None:
     v = value.strip()
     if "://" in v:
         v = v.split("://", 1)[1]
-    v = v.split("/", 1)[0]
+    v = v.split("/", 1)[0].rpartition("@")[2]  # drop user:password@ (never kept, never connected with)
     host, sep, port = v.rpartition(":")
     if not sep or not port.isdigit():
         return None
@@ -240,6 +240,10 @@ def ray_state_facts(env: dict | None = None) -> dict:
         facts["ray_address"] = ({"address": a, "parsed": False, "answers": None, "not_a_head": True}
                                 if a.strip() in cfg["head_probe"]["not_an_address"]
                                 else head_answers(a, cfg["head_probe"]["connect_timeout_s"]))
+        # Facts never hold credentials: ray://user:password@host shows as ray://***@host.
+        from doctor.probes.environment import redact
+
+        facts["ray_address"]["address"] = redact("RAY_ADDRESS", a)
     try:
         st = base.stat()
     except FileNotFoundError:

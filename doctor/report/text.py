@@ -51,7 +51,7 @@ def _finding(console: Console, f) -> None:
         console.print(f"          [dim]{escape(e)}[/]")
     if len(f.evidence) > 14:
         console.print(f"          [dim]… {len(f.evidence) - 14} more (--json has all)[/]")
-    if f.severity != "info" or f.fix["commands"]:
+    if f.severity != "info":
         auto = " [green](doctor fix can apply this)[/]" if f.fix["automatic"] else ""
         console.print(f"        fix: {escape(f.fix['summary'])}{auto}")
         for cmd in f.fix["commands"]:

@@ -28,14 +28,15 @@ class Rule:
     check: str
     area: str
     needs: tuple[str, ...]
+    applies: Callable[[Context], str | None] | None = None  # returns why it does not apply, or None
 
 
 RULES: list[Rule] = []
 
 
-def rule(check: str, area: str, needs: tuple[str, ...] = ()):
+def rule(check: str, area: str, needs: tuple[str, ...] = (), applies=None):
     def register(fn):
-        RULES.append(Rule(fn, check, area, needs))
+        RULES.append(Rule(fn, check, area, needs, applies))
         return fn
     return register
 
@@ -56,6 +57,10 @@ def evaluate(facts: dict, ctx: Context) -> tuple[list[Finding], list[dict]]:
         if missing:
             why = "skipped (--fast)" if any(n in ctx.skipped for n in missing) else "no facts (probe could not run)"
             checks.append({"check": r.check, "area": r.area, "status": "skipped", "why": why, "ids": []})
+            continue
+        not_applicable = r.applies(ctx) if r.applies else None
+        if not_applicable:
+            checks.append({"check": r.check, "area": r.area, "status": "skipped", "why": not_applicable, "ids": []})
             continue
         ids = []
         for f in r.fn(facts, ctx) or []:

@@ -9,10 +9,9 @@ from doctor.findings import make
 from doctor.rules import rule
 
 
-@rule("the target matches the lockfile", "lock", needs=("distributions",))
+@rule("the target matches the lockfile", "lock", needs=("distributions",),
+      applies=lambda ctx: None if ctx.lock is not None else "no --lock given")
 def drift(facts, ctx):
-    if ctx.lock is None:
-        return
     ignore = {canonicalize_name(i["dist"]) for i in knowledge.load("lock")["ignore_extra"]}
     dists = facts["distributions"]
     evidence = []

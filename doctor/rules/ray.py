@@ -159,6 +159,10 @@ def protobuf_incompatible(facts, ctx):
     spec, spec_source = _ray_protobuf_spec(facts) if ray_v else (None, "")
     if pb and spec and not satisfies(pb, spec):
         evidence.append(f"protobuf=={pb} is outside Ray {ray_v}'s declared range protobuf{spec} ({spec_source})")
+    for g in knowledge.load("ray")["protobuf"].get("gencode_ranges") or []:
+        if pb and ray_v and satisfies(ray_v, g["ray"]) and not satisfies(pb, g["spec"]):
+            spec = f"{spec},{g['spec']}" if spec else g["spec"]
+            evidence.append(f"protobuf=={pb}: Ray {ray_v}'s generated modules need protobuf{g['spec']} ({g['source']})")
     failures = [(m, i) for m, i, fid in import_failures(facts) if fid == PROTOBUF_ID]
     failures += [(m, i) for m, i in _ray_import_failures(facts)
                  if m not in dict(failures) and classify(i.get("message", "")) == PROTOBUF_ID]

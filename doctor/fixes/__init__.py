@@ -1,0 +1,209 @@
+"""`doctor fix` framework: findings + knowledge/fixes.yaml → a Plan of ordered Steps.
+
+A Step has a kind (STEP_KINDS), a description, the exact commands it runs, what it changes, the
+finding IDs it targets with the reason and source of each requirement, and apply(); what apply()
+returns is the step's undo record, written into the snapshot before the next step starts.
+Package kinds are undone together by restoring the snapshot's freeze (snapshot.restore); other
+kinds (e.g. moving a stale Ray session directory aside) undo themselves from their record.
+
+Which requirement a finding maps to is data (knowledge/fixes.yaml), never code here."""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from packaging.utils import canonicalize_name
+
+from doctor import knowledge
+from doctor.errors import UsageError
+
+
+class FixError(Exception):
+    """A step could not be planned or applied (uv refused, resolution impossible, …)."""
+
+
+@dataclass
+class ApplyContext:
+    """What a step needs while it runs."""
+
+    target: str
+    snapshot_dir: Path | None = None
+    log: Callable[[str], None] = lambda msg: None
+
+
+class StepKind:
+    """One kind of change. Subclasses register themselves in STEP_KINDS."""
+
+    name = "?"
+    # True: undone by restoring the snapshot's package freeze, not by undo().
+    restores_packages = False
+
+    def make_step(self, finding, entry: dict, *, python: str, stack: dict | None) -> "Step":
+        """The Step for one finding and its fixes.yaml entry (kinds other than the package kinds)."""
+        raise NotImplementedError
+
+    def prepare(self, step: "Step", ctx: ApplyContext) -> None:
+        """Fill step.changes with what applying would change, without changing anything."""
+
+    def apply(self, step: "Step", ctx: ApplyContext) -> dict:
+        raise NotImplementedError
+
+    def undo(self, record: dict, ctx: ApplyContext) -> None:
+        """Revert one applied step from its record (only for kinds that are not package kinds)."""
+
+
+STEP_KINDS: dict[str, StepKind] = {}
+
+
+def register(kind: StepKind) -> StepKind:
+    STEP_KINDS[kind.name] = kind
+    return kind
+
+
+@dataclass
+class Step:
+    kind: str
+    description: str
+    commands: list[str]
+    targets: list[str]                                   # finding IDs this step is meant to fix
+    reasons: list[dict] = field(default_factory=list)   # {requirement, findings, reason, source}
+    changes: list[str] = field(default_factory=list)    # filled by prepare(): "transformers 5.0.0 → 4.47.1"
+    data: dict = field(default_factory=dict)             # kind-specific inputs (requirements, lockfile, …)
+
+    def prepare(self, ctx: ApplyContext) -> None:
+        STEP_KINDS[self.kind].prepare(self, ctx)
+
+    def apply(self, ctx: ApplyContext) -> dict:
+        """Carry the step out; returns the undo record the snapshot keeps."""
+        return STEP_KINDS[self.kind].apply(self, ctx)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Plan:
+    target: str
+    stack: str | None
+    lockfile: str | None
+    steps: list[Step] = field(default_factory=list)
+    manual: list[dict] = field(default_factory=list)     # findings the doctor cannot fix: id, severity, title, summary, commands
+    excluded: list[str] = field(default_factory=list)    # automatic findings left out by --only
+
+    @property
+    def targets(self) -> set[str]:
+        return {t for s in self.steps for t in s.targets}
+
+    def prepare(self, ctx: ApplyContext) -> None:
+        for s in self.steps:
+            s.prepare(ctx)
+
+    def to_dict(self) -> dict:
+        return {"target": self.target, "stack": self.stack, "lockfile": self.lockfile,
+                "steps": [s.to_dict() for s in self.steps], "manual": self.manual, "excluded": self.excluded}
+
+
+def fix_entries() -> list[dict]:
+    return knowledge.load("fixes")
+
+
+def entry_for(finding_id: str) -> dict | None:
+    """The fixes.yaml entry for an ID: exact match first, then its family (`version.*`)."""
+    entries = fix_entries()
+    for e in entries:
+        if e["id"] == finding_id:
+            return e
+    family = finding_id.split(".", 1)[0] + ".*"
+    return next((e for e in entries if e["id"] == family), None)
+
+
+def _stack_constraint(stack: dict | None, dist: str) -> dict | None:
+    want = canonicalize_name(dist)
+    return next((c for c in (stack or {}).get("constraints", []) if canonicalize_name(c["dist"]) == want), None)
+
+
+def requirement_for(item: str, finding_id: str, stack: dict | None) -> tuple[str, dict | None]:
+    """'verl' → 'verl==0.4.1' (the stack's spec, and that constraint); '{dist}' → the dist of a
+    version.<dist> finding; a requirement with its own spec stays as written."""
+    from packaging.requirements import Requirement
+
+    if "{dist}" in item:
+        item = item.replace("{dist}", finding_id.split(".", 1)[1])
+    req = Requirement(item)
+    if str(req.specifier) or req.url:
+        return item, None
+    c = _stack_constraint(stack, req.name)
+    return (f"{item}{c['spec']}", c) if c else (item, None)
+
+
+def matches_only(finding_id: str, only: list[str] | None) -> bool:
+    return not only or any(fnmatch.fnmatchcase(finding_id, pat) for pat in only)
+
+
+def validate_only(only: list[str] | None) -> None:
+    """--only IDs must name findings the doctor knows (an exact ID, a family, or a glob)."""
+    from doctor.findings import definition
+
+    for pat in only or []:
+        if any(ch in pat for ch in "*?["):
+            continue
+        if definition(pat) is None:
+            raise UsageError(f"--only {pat}: no such finding ID (doctor explain lists them)")
+
+
+def build_plan(findings, *, python: str, stack: dict | None, lockfile: str | None = None,
+               only: list[str] | None = None) -> Plan:
+    """Ordered steps for every automatic finding that has an entry in fixes.yaml.
+
+    All package entries become ONE packages step (one uv resolution), or, with a lockfile, one
+    sync-lock step. Non-automatic errors and warnings become manual steps."""
+    from doctor.fixes import packages  # noqa: F401 - registers the package step kinds
+
+    plan = Plan(target=python, stack=stack["name"] if stack else None, lockfile=str(lockfile) if lockfile else None)
+    pkg: dict[str, dict] = {}        # requirement -> {"findings": [...], "reason", "source"}
+    reinstall: list[str] = []
+    pkg_targets: list[str] = []
+    lock_targets: list[str] = []
+    for f in findings:
+        fix = f.fix or {}
+        entry = entry_for(f.id) if fix.get("automatic") else None
+        if entry is None:
+            if f.severity in ("error", "warning") and matches_only(f.id, only):
+                plan.manual.append({"id": f.id, "severity": f.severity, "title": f.title,
+                                    "summary": fix.get("summary", ""), "commands": list(fix.get("commands", [])),
+                                    "why": "not automatic" if not fix.get("automatic") else "no entry in knowledge/fixes.yaml"})
+            continue
+        if not matches_only(f.id, only):
+            plan.excluded.append(f.id)
+            continue
+        if entry["kind"] == "sync-lock" or (lockfile and entry["kind"] == "packages"):
+            if not lockfile:  # lock.drift only fires with --lock; keep the guard for other callers
+                continue
+            lock_targets.append(f.id)
+            continue
+        if entry["kind"] == "packages":
+            pkg_targets.append(f.id)
+            for item in entry.get("install", []):
+                req, c = requirement_for(item, f.id, stack)
+                reason, source = entry.get("reason", ""), entry.get("source", "")
+                if c:
+                    reason = f"{reason}: {c['reason']}" if reason else c["reason"]
+                    source = f"{stack['name']}.yaml: {c['source']}"
+                slot = pkg.setdefault(req, {"requirement": req, "findings": [], "reason": reason, "source": source})
+                slot["findings"].append(f.id)
+            reinstall += [r for r in entry.get("reinstall", []) if r not in reinstall]
+            continue
+        kind = STEP_KINDS.get(entry["kind"])
+        if kind is None:
+            raise FixError(f"knowledge/fixes.yaml: {entry['id']} has unknown kind {entry['kind']!r}")
+        plan.steps.append(kind.make_step(f, entry, python=python, stack=stack))  # future kinds
+    if lock_targets:
+        plan.steps.append(packages.make_sync_step(python, str(lockfile), lock_targets))
+    elif pkg:
+        plan.steps.append(packages.make_install_step(python, stack, list(pkg.values()), pkg_targets, reinstall))
+    # Package changes first: later kinds (Ray sessions, recipe overrides) may depend on them.
+    plan.steps.sort(key=lambda s: 0 if STEP_KINDS[s.kind].restores_packages else 1)
+    return plan

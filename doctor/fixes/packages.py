@@ -1,0 +1,190 @@
+"""Package steps, carried out by uv: ONE `uv pip install` for every package finding of a plan
+(the stack's constraints passed as a constraints file), or `uv pip sync --require-hashes` to a
+lockfile. Both are undone by restoring the snapshot's freeze (snapshot.restore)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import tempfile
+from pathlib import Path
+
+from doctor.fixes import ApplyContext, FixError, Step, StepKind, register
+
+CONSTRAINTS_PLACEHOLDER = "SNAPSHOT_DIR/constraints.txt"
+_CHANGE = re.compile(r"^ ([+-]) ([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?(?:==| @ )(\S+)")
+
+
+def uv() -> str:
+    from doctor.lock import uv_bin
+
+    return uv_bin()
+
+
+def uv_env() -> dict:
+    return {**os.environ, "UV_NO_PROGRESS": "1"}
+
+
+def run_uv(args: list[str], *, timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run([uv(), *args], capture_output=True, text=True, env=uv_env(), timeout=timeout)
+
+
+def _tail(proc: subprocess.CompletedProcess, n: int = 6) -> str:
+    lines = [ln for ln in (proc.stderr or "").strip().splitlines()
+             if ln.strip() and not ln.startswith("Using Python")]
+    return " | ".join(ln.strip() for ln in lines[-n:]) or f"exit {proc.returncode}"
+
+
+def freeze(python: str) -> str:
+    """`uv pip freeze --python TARGET` (uv venvs have no pip); the text the snapshot keeps."""
+    proc = run_uv(["pip", "freeze", "--python", python], timeout=120)
+    if proc.returncode != 0:
+        raise FixError(f"uv pip freeze failed for {python}: {_tail(proc)}")
+    return proc.stdout
+
+
+def sync_to(python: str, requirements_file: Path, *, require_hashes: bool = False) -> subprocess.CompletedProcess:
+    args = ["pip", "sync", "--python", python, str(requirements_file)]
+    if require_hashes:
+        args.insert(2, "--require-hashes")
+    return run_uv(args)
+
+
+def parse_changes(uv_stderr: str) -> list[str]:
+    """uv's ' - name==old' / ' + name==new' lines → 'name old → new', '+ name new', '- name old'."""
+    removed, added = {}, {}
+    for line in uv_stderr.splitlines():
+        m = _CHANGE.match(line)
+        if m:
+            (added if m.group(1) == "+" else removed)[m.group(2).lower()] = m.group(3)
+    out = []
+    for name in sorted(set(removed) | set(added)):
+        old, new = removed.get(name), added.get(name)
+        if old and new:
+            out.append(f"{name} {old} → {new}" if old != new else f"{name} {new} (reinstalled)")
+        elif new:
+            out.append(f"+ {name} {new}")
+        else:
+            out.append(f"- {name} {old}")
+    return out
+
+
+def _install_args(step: Step, constraints: str) -> list[str]:
+    d = step.data
+    args = ["pip", "install", "--python", step.data["python"]]
+    if d.get("exclude_newer"):
+        args += ["--exclude-newer", d["exclude_newer"]]
+    args += ["--constraint", constraints]
+    for r in d.get("reinstall", []):
+        args += ["--reinstall-package", r]
+    return args + list(d["requirements"])
+
+
+class PackagesKind(StepKind):
+    name = "packages"
+    restores_packages = True
+
+    def prepare(self, step: Step, ctx: ApplyContext) -> None:
+        with tempfile.TemporaryDirectory(prefix="doctor-fix-") as tmp:
+            cons = Path(tmp, "constraints.txt")
+            cons.write_text(step.data["constraints"])
+            proc = run_uv(_install_args(step, str(cons))[:2] + ["--dry-run"] + _install_args(step, str(cons))[2:])
+        if proc.returncode != 0:
+            raise FixError(f"uv cannot resolve {' '.join(step.data['requirements'])} within "
+                           f"{step.data.get('stack') or 'the constraints'}: {_tail(proc)}")
+        step.changes = parse_changes(proc.stderr) or ["nothing (already satisfied)"]
+
+    def apply(self, step: Step, ctx: ApplyContext) -> dict:
+        cons = Path(ctx.snapshot_dir) / "constraints.txt"
+        cons.write_text(step.data["constraints"])
+        args = _install_args(step, str(cons))
+        ctx.log(shlex.join(["uv", *args]))
+        proc = run_uv(args)
+        if proc.returncode != 0:
+            raise FixError(f"uv pip install failed: {_tail(proc)}")
+        return {"kind": self.name, "command": shlex.join([uv(), *args]), "changes": parse_changes(proc.stderr),
+                "undo": "restore the snapshot's freeze"}
+
+
+class SyncLockKind(StepKind):
+    name = "sync-lock"
+    restores_packages = True
+
+    def prepare(self, step: Step, ctx: ApplyContext) -> None:
+        proc = run_uv(["pip", "sync", "--dry-run", "--require-hashes", "--python", step.data["python"],
+                       step.data["lockfile"]])
+        if proc.returncode != 0:
+            raise FixError(f"uv cannot sync to {step.data['lockfile']}: {_tail(proc)}")
+        step.changes = parse_changes(proc.stderr) or ["nothing (already in sync)"]
+
+    def apply(self, step: Step, ctx: ApplyContext) -> dict:
+        ctx.log(step.commands[0])
+        proc = sync_to(step.data["python"], Path(step.data["lockfile"]), require_hashes=True)
+        if proc.returncode != 0:
+            raise FixError(f"uv pip sync failed: {_tail(proc)}")
+        return {"kind": self.name, "command": step.commands[0], "changes": parse_changes(proc.stderr),
+                "undo": "restore the snapshot's freeze"}
+
+
+register(PackagesKind())
+register(SyncLockKind())
+
+
+def make_install_step(python: str, stack: dict | None, reqs: list[dict], targets: list[str],
+                      reinstall: list[str]) -> Step:
+    from doctor.lock import stack_inputs
+
+    constraints = stack_inputs(stack)[1] if stack else ""
+    requirements = _merge([r["requirement"] for r in reqs])
+    step = Step(
+        kind="packages",
+        description=(f"install {', '.join(requirements)} in one uv resolution"
+                     + (f" within {stack['name']}'s constraints" if stack else "")),
+        commands=[],
+        targets=list(dict.fromkeys(targets)),
+        reasons=reqs,
+        data={"python": python, "requirements": requirements, "constraints": constraints,
+              "stack": stack["name"] if stack else None, "exclude_newer": (stack or {}).get("exclude_newer"),
+              "reinstall": reinstall},
+    )
+    step.commands = [shlex.join(["uv", *_install_args(step, CONSTRAINTS_PLACEHOLDER)])]
+    return step
+
+
+def make_sync_step(python: str, lockfile: str, targets: list[str]) -> Step:
+    return Step(
+        kind="sync-lock",
+        description=f"sync the target to {lockfile} (exact hashed artifacts; removes what the lock lacks)",
+        commands=[shlex.join(["uv", "pip", "sync", "--python", python, "--require-hashes", lockfile])],
+        targets=list(dict.fromkeys(targets)),
+        reasons=[{"requirement": f"-r {lockfile}", "findings": list(dict.fromkeys(targets)),
+                  "reason": "the lockfile is the whole truth: syncing to it fixes every package finding",
+                  "source": lockfile}],
+        data={"python": python, "lockfile": lockfile},
+    )
+
+
+def _merge(requirements: list[str]) -> list[str]:
+    """One requirement per dist: 'setuptools<80' twice is once; different specs are intersected."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    by_name: dict[str, tuple[str, Requirement]] = {}
+    for text in requirements:
+        req = Requirement(text)
+        key = canonicalize_name(req.name)
+        if key not in by_name:
+            by_name[key] = (text, req)
+        elif req.specifier != by_name[key][1].specifier or req.extras != by_name[key][1].extras:
+            prev = by_name[key][1]
+            prev.specifier &= req.specifier
+            prev.extras |= req.extras
+            by_name[key] = (str(prev), prev)
+    return [text for text, _ in by_name.values()]
+
+
+def bind_constraints_path(step: Step, path: Path) -> None:
+    """Put the real constraints path (inside the snapshot) into the shown command."""
+    step.commands = [c.replace(CONSTRAINTS_PLACEHOLDER, str(path)) for c in step.commands]
