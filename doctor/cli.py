@@ -33,6 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--strict", action="store_true", help="warnings count as errors for the exit code")
     c.add_argument("--lock", metavar="FILE", help="compare the target with a lockfile (lock.drift)")
     c.add_argument("--stack", metavar="NAME", help="judge versions against this stack (default: the closest)")
+    c.add_argument("--cluster", metavar="ADDRESS",
+                   help="also compare the stack's versions on every node of this running Ray cluster (ray.version-drift)")
     c.add_argument("--timeout-scale", type=float, default=1.0, help=argparse.SUPPRESS)
 
     e = sub.add_parser("explain", help="what a finding means, why it happens, how to fix it")
@@ -52,6 +54,10 @@ def build_parser() -> argparse.ArgumentParser:
     fx.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     fx.add_argument("--yes", action="store_true", help="apply without asking")
     fx.add_argument("--json", action="store_true", help="machine-readable plan/result on stdout")
+
+    tr = sub.add_parser("triage", help="name the cause of a failed run from its console log")
+    tr.add_argument("log", help="the run's console log (or - for stdin)")
+    tr.add_argument("--json", action="store_true")
 
     rb = sub.add_parser("rollback", help="restore the state saved before a `doctor fix`")
     rb.add_argument("snapshot", nargs="?", help="snapshot ID or path (default: the latest)")
@@ -82,6 +88,10 @@ def main(argv: list[str] | None = None) -> int:
             from doctor.commands.fix import run_fix
 
             return run_fix(args)
+        if args.command == "triage":
+            from doctor.commands.triage import run_triage
+
+            return run_triage(args)
         if args.command == "rollback":
             from doctor.commands.fix import run_rollback
 

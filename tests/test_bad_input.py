@@ -100,3 +100,34 @@ def test_unknown_stack():
 def test_lock_python_not_in_stack(tmp_path):
     assert "supports Python" in one_line_exit_2(run_doctor("lock", "--python", "3.9", "--out", str(tmp_path)))
     assert not list(tmp_path.iterdir())  # nothing written
+
+
+def _venv(tmp_path, name="t"):
+    import subprocess
+    import sys
+
+    import envs
+
+    d = tmp_path / name
+    subprocess.run([envs.uv(), "venv", "-q", "--python", sys.executable, str(d)], check=True)
+    return d, next((d / "lib").glob("python*/site-packages"))
+
+
+def test_target_with_broken_metadata_is_reported_not_crashed(tmp_path):
+    venv, site = _venv(tmp_path)
+    (site / "foo-1.0.dist-info").mkdir()
+    (site / "foo-1.0.dist-info" / "METADATA").write_text("")
+    (site / "baz-1.0.dist-info").mkdir()
+    (site / "baz-1.0.dist-info" / "METADATA").write_bytes(b"\xff\xfe\x00garbage")
+    for v in ("1.0", "2.0"):
+        (site / f"bar-{v}.dist-info").mkdir()
+        (site / f"bar-{v}.dist-info" / "METADATA").write_text(f"Metadata-Version: 2.1\nName: bar\nVersion: {v}\n")
+    proc = run_doctor("check", "--fast", "--json", "--python", str(venv / "bin" / "python"))
+    assert "Traceback" not in proc.stderr
+    doc = json.loads(proc.stdout)
+    f = next(f for f in doc["findings"] if f["id"] == "python.broken-metadata")
+    text = " ".join(f["evidence"])
+    assert "foo-1.0.dist-info: METADATA has no Name or Version" in text
+    assert "baz-1.0.dist-info: UnicodeDecodeError" in text and "second copy of bar" in text
+    # an env without triton/verl does not need setuptools
+    assert "python.setuptools-missing" not in {f["id"] for f in doc["findings"]}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from doctor import knowledge
 from doctor.findings import make
 from doctor.rules import rule
 from doctor.rules.common import failure_evidence, failures_for, installed
@@ -14,11 +15,12 @@ def _modules(failures, default):
 @rule("setuptools is installed", "python", needs=("distributions",))
 def setuptools_missing(facts, ctx):
     failures = failures_for(facts, "python.setuptools-missing")
-    if installed(facts, "setuptools") and not failures:
+    needers = [n["dist"] for n in knowledge.load("python_env")["setuptools_needed_by"] if installed(facts, n["dist"])]
+    if (installed(facts, "setuptools") or not needers) and not failures:
         return
     evidence = []
     if not installed(facts, "setuptools"):
-        evidence.append(f"no setuptools distribution in {facts['python']['prefix']}")
+        evidence.append(f"no setuptools distribution in {facts['python']['prefix']}; needed by: {', '.join(needers)}")
     evidence += [failure_evidence(m, i) for m, i in failures]
     yield make("python.setuptools-missing", evidence, modules=_modules(failures, "vllm (through triton)"), python=ctx.python)
 
