@@ -30,11 +30,15 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--json", action="store_true", help="one JSON object on stdout, nothing else")
     c.add_argument("--fast", action="store_true", help="skip the import, registry and extension probes")
     c.add_argument("--no-cache", action="store_true", help="run the deep probes even if cached")
+    c.add_argument("--skip-probe", action="append", default=[], metavar="NAME",
+                   help="skip a deep probe (imports, registry, extensions, ray_smoke); repeatable")
     c.add_argument("--strict", action="store_true", help="warnings count as errors for the exit code")
     c.add_argument("--lock", metavar="FILE", help="compare the target with a lockfile (lock.drift)")
     c.add_argument("--stack", metavar="NAME", help="judge versions against this stack (default: the closest)")
     c.add_argument("--cluster", metavar="ADDRESS",
                    help="also compare the stack's versions on every node of this running Ray cluster (ray.version-drift)")
+    c.add_argument("--recipe", metavar="NAME",
+                   help="also lint this recipe's verl config against the target's verl (config.* findings)")
     c.add_argument("--timeout-scale", type=float, default=1.0, help=argparse.SUPPRESS)
 
     e = sub.add_parser("explain", help="what a finding means, why it happens, how to fix it")
@@ -64,6 +68,26 @@ def build_parser() -> argparse.ArgumentParser:
     rb.add_argument("--python", metavar="PATH", help="target interpreter (default: the snapshot's)")
     rb.add_argument("--list", action="store_true", help="list snapshots")
     rb.add_argument("--yes", action="store_true", help="restore without asking")
+
+    ct = sub.add_parser("container", help="build the stack's lockfile into an OCI image; verify an image")
+    csub = ct.add_subparsers(dest="container_command", required=True, parser_class=_Parser)
+    cb = csub.add_parser("build", help="build an image of a stack's lockfile through the Docker engine (DOCKER_HOST)")
+    src = cb.add_mutually_exclusive_group()
+    src.add_argument("--stack", metavar="NAME", help="stack whose py3.11 lockfile to install (default: the default stack)")
+    src.add_argument("--lock", metavar="FILE", help="a hashed lockfile made by `doctor lock`")
+    cb.add_argument("--base", metavar="IMAGE", help="base image (default: python:3.11-slim-bookworm)")
+    cb.add_argument("--tag", metavar="TAG", help="image tag (default: verl-doctor/<stack>:py<ver>)")
+    cb.add_argument("--pin-base", action="store_true", help="resolve the base to a digest and record it in containers/base.lock")
+    cb.add_argument("--flash-attn", action=argparse.BooleanOptionalAction, default=True,
+                    help="install flash-attn from the stack's recorded wheel URL (default: on)")
+    cb.add_argument("--sbom", metavar="PATH", help="CycloneDX JSON SBOM output (default: <tag>.cdx.json)")
+    cb.add_argument("--index-url", metavar="URL", help="package index for the image's installs (default: PyPI)")
+    cb.add_argument("--network", default="host", help="network of the build steps (default: host)")
+    cb.add_argument("--json", action="store_true", help="the result as JSON on stdout")
+    cb.add_argument("--quiet", action="store_true", help="do not stream the build output")
+    cv = csub.add_parser("verify", help="run `doctor check` inside an image; pass unless it finds errors the host does not explain")
+    cv.add_argument("tag", help="the image")
+    cv.add_argument("--json", action="store_true")
     return p
 
 
@@ -92,6 +116,10 @@ def main(argv: list[str] | None = None) -> int:
             from doctor.commands.triage import run_triage
 
             return run_triage(args)
+        if args.command == "container":
+            from doctor.commands.container import run_container
+
+            return run_container(args)
         if args.command == "rollback":
             from doctor.commands.fix import run_rollback
 

@@ -29,6 +29,7 @@ class CheckResult:
 
 
 def collect_facts(python: str, *, fast: bool = False, use_cache: bool = True, scale: float = 1.0,
+                  skip: tuple[str, ...] = (),
                   progress: Callable[[str, str], None] | None = None) -> tuple[dict, dict[str, ProbeResult]]:
     progress = progress or (lambda probe, state: None)
     t0 = time.perf_counter()
@@ -47,7 +48,7 @@ def collect_facts(python: str, *, fast: bool = False, use_cache: bool = True, sc
         raise UsageError(f"--python {python}: cannot inspect it as a Python interpreter ({dist.error})")
     probes: dict[str, ProbeResult] = {"distributions": dist}
 
-    deep_names = [n for n, p in TARGET_PROBES.items() if p.deep]
+    deep_names = [n for n, p in TARGET_PROBES.items() if p.deep and n not in skip]
     if not fast:
         key = cache.fingerprint(python, dist.data, __version__)
         cached = cache.load(key) if use_cache else None
@@ -62,7 +63,7 @@ def collect_facts(python: str, *, fast: bool = False, use_cache: bool = True, sc
             for n, fut in futures.items():
                 probes[n] = fut.result()
                 progress(n, "done")
-            if all(probes[n].ok for n in deep_names):
+            if all(probes[n].ok for n in deep_names) and not skip:
                 cache.store(key, {n: {"ok": True, "data": probes[n].data, "error": None, "seconds": probes[n].seconds}
                                   for n in deep_names})
     for n, fut in local.items():
@@ -89,18 +90,25 @@ def collect_facts(python: str, *, fast: bool = False, use_cache: bool = True, sc
 
 
 def run_check(python: str, *, fast=False, use_cache=True, scale=1.0, stack_name: str | None = None,
-              lockfile: Path | None = None, progress=None) -> CheckResult:
+              lockfile: Path | None = None, progress=None, cluster: str | None = None,
+              skip: tuple[str, ...] = ()) -> CheckResult:
     from doctor.lock import get_stack, parse_lockfile
     from doctor.rules import Context, evaluate
 
     lock = parse_lockfile(lockfile) if lockfile else None  # bad lockfile: exit 2 before any probe
     stack = get_stack(stack_name) if stack_name else None
     t0 = time.perf_counter()
-    facts, probes = collect_facts(python, fast=fast, use_cache=use_cache, scale=scale, progress=progress)
+    facts, probes = collect_facts(python, fast=fast, use_cache=use_cache, scale=scale, progress=progress, skip=skip)
+    if cluster:  # --cluster: versions on every alive node, in each node's own interpreter
+        from doctor.probes import run_cluster_probe
+
+        probes["ray_cluster"] = run_cluster_probe(python, cluster, stack or None, scale)
+        facts["ray_cluster"] = probes["ray_cluster"].data if probes["ray_cluster"].ok else None
     t1 = time.perf_counter()
     ctx = Context(python=python, stack=stack, lock=lock, lockfile=str(lockfile) if lockfile else None,
                   probe_errors={n: r.error for n, r in probes.items() if not r.ok},
-                  skipped=[n for n, p in TARGET_PROBES.items() if p.deep and n not in probes])
+                  skipped={n: ("--skip-probe" if n in skip else "--fast")
+                           for n, p in TARGET_PROBES.items() if p.deep and n not in probes}, cluster=cluster)
     findings, checks = evaluate(facts, ctx)
     t2 = time.perf_counter()
     timings = {"probes": {n: round(r.seconds, 3) for n, r in probes.items()},

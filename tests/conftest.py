@@ -25,6 +25,16 @@ def _isolated_cache(tmp_path_factory):
     if "VERL_DOCTOR_CACHE_DIR" not in os.environ:
         os.environ["VERL_DOCTOR_CACHE_DIR"] = str(tmp_path_factory.mktemp("doctor-cache"))
     os.environ.setdefault("VERL_DOCTOR_STATE_DIR", str(tmp_path_factory.mktemp("doctor-state")))
+    # Ray findings read $RAY_TMPDIR/ray: the machine's own /tmp/ray (stale sessions of other runs)
+    # must not leak into test results. Short, because Ray's socket paths must fit 107 bytes.
+    if "RAY_TMPDIR" not in os.environ:
+        import shutil
+        import tempfile
+
+        os.environ["RAY_TMPDIR"] = ray_tmp = tempfile.mkdtemp(prefix="rdt", dir="/tmp")
+        yield
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+        return
     yield
 
 

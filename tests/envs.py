@@ -34,6 +34,10 @@ RECIPES: dict[str, tuple[Path, list[list[str]], str]] = {
                       "a uv venv without setuptools: triton, hence vllm, fails to import"),
     "protobuf318": (LOCK_041, [["install", "protobuf==3.18.3"]],
                     "protobuf 3.18.3 (inside ray 2.41's declared >=3.15.3): its protoc-3.19 gencode fails, import ray breaks"),
+    "ray-no-msgpack": (LOCK_041, [["uninstall", "msgpack"]],
+                       "a Ray dependency missing (msgpack): import ray fails with an error no signature knows"),
+    "working-tf446": (LOCK_041, [["install", "transformers==4.46.3"]],
+                      "the working set with transformers 4.46.3: a second Ray node for cluster drift"),
     "setuptools80": (LOCK_041, [["install", "setuptools==84.2.1"]],
                      "setuptools >= 80 (84.2.1: no pkg_resources since 82): import verl fails"),
 }

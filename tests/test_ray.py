@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import finding, ids, run_doctor
+from conftest import check_json, finding, ids, run_doctor
 
 import envs
 from doctor.probes import TARGET_PROBES, TargetProbe, run_target_probe
@@ -107,7 +107,8 @@ def test_live_then_killed_head_then_quarantine(ray_tmp):
     port = free_port()
     start = subprocess.run(
         [ray_bin, "start", "--head", f"--port={port}", "--num-cpus=1", "--include-dashboard=false",
-         f"--ray-client-server-port={free_port()}", f"--dashboard-port={free_port()}"],
+         f"--ray-client-server-port={free_port()}", f"--dashboard-port={free_port()}",
+         "--min-worker-port=20000", "--max-worker-port=20099"],
         env=clean_env(ray_tmp), capture_output=True, text=True, timeout=120)
     assert start.returncode == 0, start.stderr[-3000:]
 
@@ -120,9 +121,28 @@ def test_live_then_killed_head_then_quarantine(ray_tmp):
     assert state["current_cluster"]["answers"] is True and state["current_cluster"]["port"] == port
     (session,) = state["sessions"]
     assert session["live"] and session["head"] and session["raylet_socket"]["accepts"]
-    # The live session is never moved.
+    # The live session is never moved, by quarantine() or by doctor fix.
     with pytest.raises(RefusedError, match="live session"):
         quarantine([session["path"]], ray_tmp)
+    before = own_pids(ray_tmp)
+    fix = run_doctor("fix", "--yes", "--only", "ray.*", "--python", py, env={"RAY_TMPDIR": ray_tmp}, timeout=600)
+    assert fix.returncode == 0, fix.stderr[-2000:]
+    assert os.path.isdir(session["path"]) and set(before) <= set(own_pids(ray_tmp))
+    assert not list(Path(ray_tmp, "ray").glob("quarantine-*"))
+
+    # Cluster mode: a second node from another venv (same Ray, transformers 4.46.3) joins the head;
+    # a task pinned to each node reads that node's own versions.
+    other = Path(envs.build("working-tf446")).parent / "ray"
+    join = subprocess.run([str(other), "start", f"--address=127.0.0.1:{port}", "--num-cpus=1",
+                           "--min-worker-port=20100", "--max-worker-port=20199"],
+                          env=clean_env(ray_tmp), capture_output=True, text=True, timeout=120)
+    assert join.returncode == 0, join.stderr[-3000:]
+    rc, doc = check(ray_tmp, "--cluster", f"127.0.0.1:{port}", python=py)
+    drift = finding(doc, "ray.version-drift")
+    assert drift["severity"] == "error" and "transformers" in drift["title"] and "2 nodes" in drift["title"]
+    table = "\n".join(drift["evidence"])
+    assert "4.47.1" in table and "4.46.3" in table and "working-tf446" in table and "(head)" in table
+    assert len(doc["facts"]["ray_cluster"]["nodes"]) == 2
 
     killed = kill_own(ray_tmp)
     assert killed and not own_pids(ray_tmp)
@@ -145,14 +165,29 @@ def test_live_then_killed_head_then_quarantine(ray_tmp):
 
     targets = stale_targets(doc["facts"]["ray_state"])
     assert set(targets) == {session["path"], state["current_cluster"]["path"]}
-    moves = quarantine(targets, ray_tmp)
-    assert all(not os.path.exists(src) and os.path.exists(dst) for src, dst in moves)
-    assert all("/ray/quarantine-" in dst for _, dst in moves)
+
+    # doctor fix quarantines them (one restorable step); the re-check is clean.
+    env = {"RAY_TMPDIR": ray_tmp}
+    fix = run_doctor("fix", "--yes", "--json", "--only", "ray.*", "--python", py, env=env, timeout=600)
+    assert fix.returncode == 0, (fix.stdout[-2000:], fix.stderr[-2000:])
+    assert all(not os.path.exists(t) for t in targets)
+    moved = sorted(Path(ray_tmp, "ray").glob("quarantine-*/*"))
+    assert {p.name for p in moved} == {Path(t).name for t in targets}
 
     rc, doc = check(ray_tmp, python=py)
     assert not {"ray.stale-session", "ray.dead-cluster-address", "ray.live-session"} & ids(doc), ids(doc)
     proc = subprocess.run([py, "-c", init], env=clean_env(ray_tmp), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "TASK 42" in proc.stdout, proc.stderr[-3000:]
+    kill_own(ray_tmp)
+
+    # doctor rollback moves the quarantined state back where it was.
+    for p in Path(ray_tmp, "ray").glob("session_2*"):
+        if p.name != Path(session["path"]).name:
+            shutil.rmtree(p)  # the fresh session of the ray.init() above: not ours to keep
+    (Path(ray_tmp, "ray") / "ray_current_cluster").unlink(missing_ok=True)
+    back = run_doctor("rollback", "--yes", "--python", py, env=env, timeout=300)
+    assert back.returncode == 0, back.stderr[-2000:]
+    assert all(os.path.exists(t) for t in targets)
 
 
 @pytest.mark.realenv
@@ -301,3 +336,28 @@ def test_ray_address_pointing_nowhere(ray_tmp):
     assert f["title"].startswith("RAY_ADDRESS names")
     rc, doc = check(ray_tmp, env={"RAY_ADDRESS": "auto"})
     assert "ray.dead-cluster-address" not in ids(doc)
+
+
+# --- Ray's own imports: a real protobuf that breaks Ray 2.41's gencode, a real missing dependency ---
+
+@pytest.mark.realenv
+def test_protobuf_breaking_ray(ray_tmp):
+    rc, doc = check_json("protobuf318")
+    f = finding(doc, "ray.protobuf-incompatible")
+    assert f["severity"] == "error" and "3.18.3" in f["title"] and "2.41.0" in f["title"]
+    assert any("import ray: AttributeError: 'NoneType' object has no attribute 'message_types_by_name'" in e
+               for e in f["evidence"])
+    assert not {"ray.import-failed", "import.failed", "ray.smoke-failed"} & ids(doc), ids(doc)
+    # From metadata alone (--fast): 3.18.3 is inside Ray's declared range, below what its gencode needs.
+    rc, fast = check(ray_tmp, python=str(envs.build("protobuf318")))
+    assert "ray.protobuf-incompatible" in ids(fast)
+    assert "ray.protobuf-incompatible" not in ids(check(ray_tmp, python=str(envs.build("working")))[1])
+
+
+@pytest.mark.realenv
+def test_ray_import_failed():
+    rc, doc = check_json("ray-no-msgpack")
+    f = finding(doc, "ray.import-failed")
+    assert f["severity"] == "error" and "No module named 'msgpack'" in f["title"]
+    assert "import.failed" not in ids(doc) and "ray.smoke-failed" not in ids(doc)
+    assert doc["facts"]["ray_smoke"]["stage"] == "import"

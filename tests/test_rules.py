@@ -147,7 +147,7 @@ def test_skipped_probes_mark_checks_skipped_not_ok():
     facts = copy.deepcopy(WORKING)
     for k in ("imports", "registry", "extensions"):
         facts[k] = None
-    _, checks = run(facts, skipped=["imports", "registry", "extensions"])
+    _, checks = run(facts, skipped={"imports": "--fast", "registry": "--fast", "extensions": "--fast"})
     skipped = {c["check"]: c["why"] for c in checks if c["status"] == "skipped"}
     assert skipped["vLLM can inspect Qwen2ForCausalLM"] == "skipped (--fast)"
     assert skipped["the stack's modules import"] == "skipped (--fast)"

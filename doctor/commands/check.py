@@ -19,6 +19,17 @@ def exit_code(result, strict: bool) -> int:
     return EXIT_OK
 
 
+def _skips(args) -> list[str]:
+    from doctor.errors import UsageError
+    from doctor.probes import TARGET_PROBES
+
+    deep = sorted(n for n, p in TARGET_PROBES.items() if p.deep)
+    for name in args.skip_probe:
+        if name not in deep:
+            raise UsageError(f"--skip-probe {name}: unknown deep probe (known: {', '.join(deep)})")
+    return args.skip_probe
+
+
 def run_check(args) -> int:
     python = resolve_python(args.python)
     lockfile = Path(args.lock) if args.lock else None
@@ -26,6 +37,10 @@ def run_check(args) -> int:
         from doctor.errors import UsageError
 
         raise UsageError(f"--lock {args.lock}: no such file")
+    if getattr(args, "recipe", None):  # bad recipe: exit 2 before any probe
+        from doctor.recipes.catalog import load as load_recipe
+
+        load_recipe(args.recipe)
     status = None
     progress = None
     if not args.json and sys.stderr.isatty():
@@ -41,10 +56,19 @@ def run_check(args) -> int:
                           "(imports of vllm/verl take ~15-30 s cold; cached afterwards)")
     try:
         result = engine_check(python, fast=args.fast, use_cache=not args.no_cache, scale=args.timeout_scale,
-                              stack_name=args.stack, lockfile=lockfile, progress=progress)
+                              stack_name=args.stack, lockfile=lockfile, progress=progress,
+                              cluster=getattr(args, "cluster", None), skip=tuple(_skips(args)))
     finally:
         if status:
             status.stop()
+    if getattr(args, "recipe", None):  # the recipe's config lint joins the environment's findings
+        from doctor.recipes.lint import lint_recipe
+
+        lint = lint_recipe(python, args.recipe)
+        result.findings.extend(lint.findings)
+        result.checks.extend(lint.checks)
+        order = {"error": 0, "warning": 1, "info": 2}
+        result.findings.sort(key=lambda f: (order[f.severity], f.area, f.id))
     if args.json:
         from doctor.report.json_report import render
 

@@ -160,6 +160,7 @@ def run_fix(args) -> int:
         t0 = time.perf_counter()
         before = _check(python, args, args.stack, lockfile)
         doc["timings"]["check_s"] = round(time.perf_counter() - t0, 2)
+        doc["timings"]["check_cached"] = bool(before.timings.get("cached"))
         stack = get_stack(args.stack) if args.stack else closest_stack(before.facts)[0]
         stack_how = "chosen with --stack" if args.stack else "closest by installed versions"
         t0 = time.perf_counter()
@@ -205,7 +206,7 @@ def run_fix(args) -> int:
                 for i, step in enumerate(plan.steps, 1):
                     say(f"applying {i}/{len(plan.steps)}: {escape(step.description)}")
                     record = step.apply(ctx)
-                    snap.record_applied({"step": i, **record})
+                    snap.record_applied({"step": i, "kind": step.kind, **record})
                     if record.get("changes"):
                         say(f"  [green]changed[/]: {escape(' · '.join(record['changes']))}")
             except FixError as exc:
@@ -218,6 +219,7 @@ def run_fix(args) -> int:
             t0 = time.perf_counter()
             after = _check(python, args, plan.stack, lockfile)
             doc["timings"]["recheck_s"] = round(time.perf_counter() - t0, 2)
+            doc["timings"]["recheck_cached"] = bool(after.timings.get("cached"))
         except KeyboardInterrupt:
             snap.update(status="interrupted")
             _err_console().print(f"\n[bold yellow]interrupted[/]: the target may be half-changed; snapshot {snap.id} "
@@ -302,16 +304,11 @@ def run_rollback(args) -> int:
         if not snaps:
             out.print(f"no snapshots in {escape(str(snapmod.snapshots_dir()))}")
             return EXIT_OK
-        from rich.table import Table
-
-        table = Table(box=None, pad_edge=False)
-        for col in ("snapshot", "created", "status", "target", "fixes"):
-            table.add_column(col)
         for s in snaps:
             targets = sorted({t for st in s.meta.get("plan", {}).get("steps", []) for t in st.get("targets", [])})
-            table.add_row(s.id, s.meta.get("created", "?"), s.meta.get("status", "?"), escape(s.meta.get("target", "?")),
-                          escape(", ".join(targets)))
-        out.print(table)
+            out.print(f"{s.id}  {s.meta.get('created', '?')}  [bold]{escape(s.meta.get('status', '?'))}[/]  "
+                      f"{escape(s.meta.get('target', '?'))}")
+            out.print(f"    fixes: {escape(', '.join(targets) or '-')}")
         return EXIT_OK
 
     snap = snapmod.find(args.snapshot, python_arg)

@@ -31,6 +31,7 @@ from doctor import __version__
 from doctor.errors import UsageError
 from doctor.fixes import STEP_KINDS, ApplyContext, FixError
 from doctor.fixes import packages
+from doctor.fixes import ray_state as _ray_state  # noqa: F401 - its kind must be known to undo it
 
 
 def state_dir() -> Path:
@@ -174,13 +175,16 @@ def restore(snap: Snapshot, python: str, log=lambda msg: None) -> None:
         raise FixError(f"after the restore the freeze still differs from the snapshot: {'; '.join(diff[:10])}")
 
 
+def lock_path(python: str) -> Path:
+    return state_dir() / "locks" / (hashlib.sha256(env_prefix(python).encode()).hexdigest()[:24] + ".lock")
+
+
 @contextlib.contextmanager
 def target_lock(python: str):
     """One `doctor fix`/`rollback` per environment at a time; a second one fails at once (exit 2)."""
     prefix = env_prefix(python)
-    locks = state_dir() / "locks"
-    locks.mkdir(parents=True, exist_ok=True)
-    path = locks / (hashlib.sha256(prefix.encode()).hexdigest()[:24] + ".lock")
+    path = lock_path(python)
+    path.parent.mkdir(parents=True, exist_ok=True)
     fh = open(path, "a+")
     try:
         try:

@@ -75,6 +75,17 @@ def _ray_smoke_args() -> list[str]:
     return [k["temp_prefix"], str(k["deadline_s"]), ",".join(k["log_files"]), str(k["tail_lines"])]
 
 
+def run_cluster_probe(python: str, address: str, stack: dict | None = None, scale: float = 1.0) -> ProbeResult:
+    """`doctor check --cluster ADDRESS`: stack versions on every alive node (scripts/ray_cluster.py)."""
+    from doctor import knowledge
+
+    stack = stack or knowledge.default_stack()
+    names = list(dict.fromkeys([c["dist"] for c in stack["constraints"]] + ["ray", "protobuf", "grpcio"]))
+    probe = TargetProbe("ray_cluster", "ray_cluster.py", budget_s=120, deep=False,
+                        args=lambda: [address, ",".join(names), "90"])
+    return run_target_probe(probe, python, scale)
+
+
 def _neutral_cwd() -> str:
     # Probes run from an empty directory so that the caller's cwd (a verl checkout, say) cannot
     # shadow installed packages and make results depend on where the doctor was started.

@@ -67,3 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         print("recipes: interrupted", file=sys.stderr)
         return 130
     return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

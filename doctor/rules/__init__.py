@@ -19,7 +19,8 @@ class Context:
     lock: dict | None = None           # parsed --lock file
     lockfile: str | None = None
     probe_errors: dict = field(default_factory=dict)
-    skipped: list = field(default_factory=list)
+    skipped: dict = field(default_factory=dict)  # deep probe → the option that skipped it
+    cluster: str | None = None         # --cluster ADDRESS
 
 
 @dataclass
@@ -53,14 +54,15 @@ def evaluate(facts: dict, ctx: Context) -> tuple[list[Finding], list[dict]]:
     merged: dict[str, Finding] = {}
     checks = []
     for r in RULES:
-        missing = [n for n in r.needs if facts.get(n) is None]
-        if missing:
-            why = "skipped (--fast)" if any(n in ctx.skipped for n in missing) else "no facts (probe could not run)"
-            checks.append({"check": r.check, "area": r.area, "status": "skipped", "why": why, "ids": []})
-            continue
         not_applicable = r.applies(ctx) if r.applies else None
         if not_applicable:
             checks.append({"check": r.check, "area": r.area, "status": "skipped", "why": not_applicable, "ids": []})
+            continue
+        missing = [n for n in r.needs if facts.get(n) is None]
+        if missing:
+            by = [ctx.skipped[n] for n in missing if n in ctx.skipped]
+            why = f"skipped ({by[0]})" if by else "no facts (probe could not run)"
+            checks.append({"check": r.check, "area": r.area, "status": "skipped", "why": why, "ids": []})
             continue
         ids = []
         for f in r.fn(facts, ctx) or []:

@@ -82,24 +82,23 @@ def live_sessions(facts, ctx):
 @rule("the Ray head named by ray_current_cluster / RAY_ADDRESS answers", "ray", needs=("ray_state",))
 def dead_cluster_address(facts, ctx):
     st = facts["ray_state"]
-    dead = []
+    dead = []  # RAY_ADDRESS first: ray.init() reads it before ray_current_cluster
+    ra = st.get("ray_address")
+    if ra and ra.get("answers") is False:
+        dead.append(("RAY_ADDRESS", ra))
     cc = st.get("current_cluster")
     if cc and cc.get("answers") is False:
         dead.append(("ray_current_cluster", cc))
     elif cc and cc.get("parsed") is False:
         dead.append(("ray_current_cluster", {**cc, "error": "not a host:port address"}))
-    ra = st.get("ray_address")
-    if ra and ra.get("answers") is False:
-        dead.append(("RAY_ADDRESS", ra))
     if not dead:
         return
     evidence = []
     for what, info in dead:
         where = f" ({info['path']})" if info.get("path") else ""
         evidence.append(f"{what}{where} names {info.get('address')!r}: {info.get('error', 'no answer')}")
-    names = " and ".join(w for w, _ in dead)
     address_file = (cc or {}).get("path") or f"{st['ray_dir']}/ray_current_cluster"
-    yield make("ray.dead-cluster-address", evidence, source=names, address=dead[0][1].get("address"),
+    yield make("ray.dead-cluster-address", evidence, source=dead[0][0], address=dead[0][1].get("address"),
                address_file=address_file, python=ctx.python)
 
 
@@ -151,6 +150,20 @@ def _ray_import_failures(facts: dict) -> list[tuple[str, dict]]:
     return out
 
 
+def _grouped_evidence(failures: list[tuple[str, dict]]) -> list[str]:
+    """One line per distinct error, worded like the imports rule's so that merged findings dedupe."""
+    groups: dict[str, list[tuple[str, dict]]] = {}
+    for module, info in failures:
+        groups.setdefault(info.get("message") or "", []).append((module, info))
+    out = []
+    for items in groups.values():
+        out.append(failure_evidence(*items[0]))
+        rest = [m for m, _ in items[1:] if not m.endswith("(smoke test)")]
+        if rest:
+            out.append("same error when importing: " + ", ".join(rest))
+    return out
+
+
 @rule("protobuf fits Ray's generated modules and declared range", "ray", needs=("distributions",))
 def protobuf_incompatible(facts, ctx):
     ray_v = installed(facts, "ray")
@@ -166,8 +179,7 @@ def protobuf_incompatible(facts, ctx):
     failures = [(m, i) for m, i, fid in import_failures(facts) if fid == PROTOBUF_ID]
     failures += [(m, i) for m, i in _ray_import_failures(facts)
                  if m not in dict(failures) and classify(i.get("message", "")) == PROTOBUF_ID]
-    for module, info in failures:
-        evidence.append(failure_evidence(module, info))
+    evidence += _grouped_evidence(failures)
     if evidence:
         yield make(PROTOBUF_ID, evidence, ray=ray_v or "not installed", protobuf=pb or "not installed",
                    spec=spec or "?", module=failures[0][0] if failures else "ray", python=ctx.python)
@@ -177,12 +189,15 @@ def protobuf_incompatible(facts, ctx):
 def import_failed(facts, ctx):
     if installed(facts, "ray") is None:
         return
-    bad = [(m, i) for m, i in _ray_import_failures(facts) if classify(i.get("message", "")) != PROTOBUF_ID]
+    bad = [(m, i) for m, i in _ray_import_failures(facts) if classify(i.get("message", "")) is None]
     if not bad:
         return
-    evidence = []
-    for module, info in bad:
-        evidence.append(failure_evidence(module, info))
+    # Modules that fail with the same (unexplained) error fail because of Ray: list them here, since
+    # the imports rule leaves an unexplained Ray failure to this rule.
+    msgs = {i.get("message") for _, i in bad}
+    seen = {m for m, _ in bad}
+    bad += [(m, i) for m, i, fid in import_failures(facts) if fid is None and m not in seen and i.get("message") in msgs]
+    evidence = _grouped_evidence(bad)
     info = bad[0][1]
     yield make("ray.import-failed", evidence, module=bad[0][0], message=info.get("message"),
                ray=installed(facts, "ray"), dist=info.get("missing_module") or "ray", python=ctx.python)
@@ -194,7 +209,7 @@ def smoke_failed(facts, ctx):
     if smoke.get("ok") or smoke.get("stage") == "import":  # import failures: ray.import-failed / protobuf
         return
     err = smoke.get("error") or {}
-    evidence = [f"stage {smoke.get('stage')}: {err.get('type')}: {err.get('message')}",
+    evidence = [f"stage {smoke.get('stage')}: {err.get('message')}",
                 f"temp dir {smoke.get('temp_dir')} (removed: {smoke.get('temp_removed')})"]
     for name, lines in (smoke.get("logs") or {}).items():
         evidence.append(f"{name} (last {len(lines)} lines):\n  " + "\n  ".join(lines))
@@ -202,3 +217,28 @@ def smoke_failed(facts, ctx):
         evidence.append(f"leftover processes of the smoke test killed: {smoke['killed_leftovers']}")
     yield make("ray.smoke-failed", evidence, stage=smoke.get("stage"), message=err.get("message"),
                ray=smoke.get("ray_version") or installed(facts, "ray"), python=ctx.python)
+
+
+@rule("stack versions agree across the Ray cluster's nodes (--cluster)", "ray", needs=("ray_cluster",),
+      applies=lambda ctx: None if ctx.cluster else "no --cluster given")
+def version_drift(facts, ctx):
+    cl = facts["ray_cluster"]
+    nodes = [n for n in cl.get("nodes") or [] if "versions" in n]
+    if not cl.get("ok") or len(nodes) < 2:
+        return
+    names = list(dict.fromkeys(k for n in nodes for k in n["versions"]))
+    drift = [d for d in names if len({n["versions"].get(d) for n in nodes}) > 1]
+    if not drift:
+        return
+    rows = [["node", *drift, "python"]]
+    for n in nodes:
+        rows.append([f"{n.get('ip')} {n['node_id'][:8]}{' (head)' if n.get('head') else ''}",
+                     *(str(n["versions"].get(d) or "-") for d in drift), str(n.get("python"))])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    evidence = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    for n in cl.get("nodes") or []:
+        if "error" in n:
+            evidence.append(f"node {n.get('ip')} {n.get('node_id', '')[:8]}: could not run the version task: "
+                            f"{n['error'].get('message')}")
+    yield make("ray.version-drift", evidence, dists=", ".join(drift), count=len(nodes), address=cl.get("address"),
+               python=ctx.python)

@@ -1,0 +1,57 @@
+"""`doctor container build|verify` (the work is in doctor/containers.py)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from doctor.cli import EXIT_ERRORS, EXIT_OK, EXIT_PROBE_FAILED
+
+
+def _err(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def run_container(args) -> int:
+    from doctor import containers
+
+    if args.container_command == "build":
+        try:
+            res = containers.build(stack_name=args.stack, lock=args.lock, base=args.base, tag=args.tag,
+                                   pin_base=args.pin_base, flash_attn=args.flash_attn, sbom=args.sbom,
+                                   index_url=args.index_url, network=args.network,
+                                   echo=(lambda m: None) if args.quiet else _err)
+        except containers.BuildFailed as exc:
+            _err(f"doctor: container build failed: {exc}")
+            return EXIT_ERRORS
+        res.pop("log", None)
+        if args.json:
+            print(json.dumps(res, indent=2, sort_keys=True))
+            return EXIT_OK
+        size = res["size_bytes"] or 0
+        print(f"built {res['tag']}  {res['image_id'][:19]}  {size / 1e9:.2f} GB  "
+              f"({res['build_seconds']} s, {res['cached_steps']} cached steps)")
+        print(f"SBOM  {res['sbom']}  ({res['distributions']} distributions, sha256 {res['sbom_sha256'][:16]}…)")
+        print(f"lock  {res['labels'].get('io.verl-doctor.lock.file')}  "
+              f"sha256 {res['labels'].get('io.verl-doctor.lock.sha256', '')[:16]}…")
+        print(f"next  doctor container verify {res['tag']}")
+        return EXIT_OK
+    if args.container_command == "verify":
+        res = containers.verify(args.tag, echo=(lambda m: None) if args.json else _err)
+        if args.json:
+            print(json.dumps(res, indent=2, sort_keys=True))
+        else:
+            mark = "PASS" if res["passed"] else "FAIL"
+            print(f"{mark}  {res['image']}: doctor check exit {res['check_exit_code']}, "
+                  f"{len(res['errors'])} error(s), {len(res['warnings'])} warning(s)")
+            for i in res["errors"]:
+                print(f"  ✗ {i}")
+            for i in res["explained_by_host"]:
+                print(f"  - {i} (explained by the host: no GPU here)")
+            for n in res["notes"]:
+                print(f"  note: {n}")
+            print(f"run it with:\n  {res['run_command']}")
+        if res["passed"]:
+            return EXIT_OK
+        return EXIT_ERRORS if res["errors"] else EXIT_PROBE_FAILED
+    return 2

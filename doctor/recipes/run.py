@@ -1,0 +1,505 @@
+"""`recipes run NAME [--quick] [--out DIR] [--preflight-only]`: preflight, then the run loop.
+
+Preflight (each failure is one line with its fix): `doctor check` of the target has no errors;
+the recipe's config lints clean on the installed verl; NVML shows the recipe's GPU count and memory;
+the model directory exists, is the expected architecture, has all its weight files and its tokenizer
+loads in the target; the data files have verl's columns (pyarrow, in the target).
+
+Run loop: `python -m verl.trainer.main_ppo <overrides>` in the target, with the recipe's env (a short
+RAY_TMPDIR), in its own process group; the console is teed to DIR/console.log and its
+`step:N - key:value - …` lines are parsed live (progress: step/total, ETA, last reward, throughput).
+Ctrl-C (SIGINT) or SIGTERM kills that process group only — never `ray stop`, which would take every
+Ray job of the machine with it. At the end the recipe's bands are evaluated → DIR/summary.json.
+Exit: 0 every gating band met, 1 a band missed, 3 the run (or its preflight) failed, 130 interrupted.
+
+VERL_DOCTOR_TRAINER_CMD replaces `python -m verl.trainer.main_ppo` (shell words; `{python}` is the
+target interpreter): the overrides are appended. Tests inject tests/doubles/replay_trainer.py with it.
+VERL_DOCTOR_SKIP_PREFLIGHT=1 skips the preflight (for that test double on a machine without GPUs);
+VERL_DOCTOR_PREFLIGHT_FAST=1 runs its doctor check without the deep probes."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shlex
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from doctor.errors import UsageError
+from doctor.recipes import catalog
+
+EXIT_PASS, EXIT_BAND_MISSED, EXIT_RUN_FAILED, EXIT_INTERRUPTED = 0, 1, 3, 130
+VERL_COLUMNS = ["data_source", "prompt", "ability", "reward_model", "extra_info"]
+SCRIPTS = Path(__file__).parent / "scripts"
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+_STEP = re.compile(r"(?:^|[\s>|\])])step:(\d+) - (.+)$")
+_TOTAL = re.compile(r"Total training steps:\s*(\d+)")
+REWARD_KEYS = ("critic/score/mean", "critic/rewards/mean")
+THROUGHPUT_KEYS = ("perf/throughput",)
+GIB = 1024 ** 3
+
+
+# -- preflight ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    line: str
+    fix: str | None = None
+
+
+def _gpu_check(gpu: dict, hw: dict, recipe_name: str) -> Check:
+    need, min_gib = hw["gpus"], hw.get("min_memory_gib", 0)
+    want = f"recipe {recipe_name} needs {need} GPU(s) with ≥ {min_gib} GiB each"
+    alt = " (or a recipe for fewer GPUs: recipes list)" if need > 1 else ""
+    if not gpu or not gpu.get("available"):
+        why = (gpu or {}).get("reason") or "NVML unavailable"
+        return Check("GPUs", False, f"{want}; this machine has no usable NVIDIA GPU ({why})",
+                     f"run it on a machine with {need} NVIDIA GPU(s) of ≥ {min_gib} GiB{alt}")
+    gpus = gpu.get("gpus") or []
+    big = [g for g in gpus if g.get("memory_total", 0) >= min_gib * GIB]
+    have = ", ".join(f"{g.get('index')}: {g.get('name')} {g.get('memory_total', 0) / GIB:.0f} GiB" for g in gpus)
+    if len(big) < need:
+        return Check("GPUs", False, f"{want}; found {len(gpus)} ({have or 'none'}), {len(big)} large enough",
+                     f"run it where {need} GPU(s) of ≥ {min_gib} GiB are free{alt}")
+    busy = [g for g in big if g.get("compute_processes")]
+    note = f"; {len(busy)} already run compute processes" if busy else ""
+    return Check("GPUs", True, f"{len(big)} GPU(s) ≥ {min_gib} GiB ({have}){note}")
+
+
+def _weights_complete(d: Path) -> tuple[bool, str]:
+    for index_name in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
+        idx = d / index_name
+        if idx.is_file():
+            try:
+                files = sorted(set(json.loads(idx.read_text())["weight_map"].values()))
+            except (OSError, ValueError, KeyError) as exc:
+                return False, f"{index_name} is unreadable ({exc})"
+            missing = [f for f in files if not (d / f).is_file() or (d / f).stat().st_size == 0]
+            if missing:
+                return False, f"{index_name} lists {len(files)} shard(s); missing or empty: {', '.join(missing[:4])}"
+            return True, f"{len(files)} shard(s) from {index_name}"
+    for single in ("model.safetensors", "pytorch_model.bin"):
+        if (d / single).is_file() and (d / single).stat().st_size > 0:
+            return True, single
+    return False, "no model.safetensors, pytorch_model.bin or shard index"
+
+
+def _model_checks(recipe: dict, res: dict) -> list[Check]:
+    m = recipe["model"]
+    path = res["model_path"]
+    dl = (f"huggingface-cli download {m['id']} --local-dir {m.get('path') or '~/models/' + m['id'].split('/')[-1]}"
+          if m.get("id") else "put the model there")
+    if not res["model_local"]:
+        return [Check("model", False, f"model {m.get('id') or m.get('path')} is not on this machine "
+                      f"(looked in {m.get('path')}, the Hugging Face cache, $VERL_DOCTOR_MODEL_PATH)", dl)]
+    d = Path(path)
+    out = []
+    try:
+        arch = json.loads((d / "config.json").read_text()).get("architectures") or []
+    except (OSError, ValueError) as exc:
+        return [Check("model", False, f"{d}/config.json is unreadable ({exc})", dl)]
+    want = m.get("architecture")
+    if want and want not in arch:
+        out.append(Check("model", False, f"{d} is {', '.join(arch) or 'no architecture'}, the recipe expects {want}",
+                         f"point the recipe (or VERL_DOCTOR_MODEL_PATH) at a {want} checkpoint"))
+    else:
+        out.append(Check("model", True, f"{d} ({', '.join(arch)})"))
+    ok, detail = _weights_complete(d)
+    out.append(Check("weights", ok, f"{d}: {detail}", None if ok else f"re-download: {dl}"))
+    return out
+
+
+def _target_preflight(python: str, model_path: str | None, files: dict) -> dict:
+    from doctor.probes import SCRIPTS as PROBE_SCRIPTS
+    from doctor.probes import TargetProbe, run_target_probe
+
+    class _P(TargetProbe):
+        def source(self) -> str:
+            return (PROBE_SCRIPTS / "_prelude.py").read_text() + "\n" + (SCRIPTS / "preflight.py").read_text()
+
+    arg = json.dumps({"model_path": model_path, "files": files, "columns": VERL_COLUMNS})
+    r = run_target_probe(_P("preflight", "preflight.py", 120, False, args=lambda: [arg]), python)
+    return r.data if r.ok else {"error": r.error}
+
+
+def preflight(recipe: dict, res: dict, python: str, say=None) -> list[Check]:
+    from doctor.engine import run_check
+    from doctor.recipes.lint import lint_recipe
+
+    say = say or (lambda msg: None)
+    checks: list[Check] = []
+    say("doctor check of the target …")
+    # VERL_DOCTOR_PREFLIGHT_FAST=1: the check without its deep probes (imports, registry, Ray smoke;
+    # ~2 min cold, cached afterwards) — the GPU, model and data checks below do not need them.
+    result = run_check(python, fast=os.environ.get("VERL_DOCTOR_PREFLIGHT_FAST") == "1")
+    errors = [f for f in result.findings if f.severity == "error"]
+    if errors:
+        checks.append(Check("doctor check", False, f"{len(errors)} error(s): " +
+                            "; ".join(f"{f.id} ({f.title})" for f in errors[:4]),
+                            f"doctor check --python {python}   # then doctor fix, or doctor explain ID"))
+    else:
+        checks.append(Check("doctor check", True, f"no errors ({len(result.findings)} finding(s))"))
+    checks.append(_gpu_check(result.facts.get("gpu") or {}, recipe["hardware"], recipe["name"]))
+    say("config lint …")
+    try:
+        lint = lint_recipe(python, recipe["_path"])
+        bad = [f for f in lint.findings if f.severity == "error"]
+        checks.append(Check("config", not bad, f"verl {lint.compose.get('verl')}: " +
+                            ("; ".join(f"{f.id}: {f.title}" for f in bad) if bad else
+                             f"composes; {len(lint.findings)} warning(s)"),
+                            f"recipes lint {recipe['name']} --python {python}" if bad else None))
+    except UsageError as exc:
+        checks.append(Check("config", False, str(exc), f"doctor check --python {python}"))
+    checks.extend(_model_checks(recipe, res))
+    say("tokenizer and data in the target …")
+    tp = _target_preflight(python, res["model_path"] if res["model_local"] else None, res["files"])
+    if "error" in tp:
+        checks.append(Check("target", False, f"the preflight script failed in the target: {tp['error']}",
+                            f"doctor check --python {python}"))
+        return checks
+    if tp.get("tokenizer") is not None:
+        t = tp["tokenizer"]
+        checks.append(Check("tokenizer", t["ok"], f"{t.get('class')} ({t.get('vocab')} tokens)" if t["ok"] else
+                            f"does not load from {res['model_path']}: {t.get('error')}",
+                            None if t["ok"] else "re-download the model (tokenizer files missing?) or fix transformers"))
+    for name, d in tp.get("data", {}).items():
+        path = res["files"][name]
+        if d.get("ok"):
+            checks.append(Check(f"data:{name}", True, f"{path}: {d['rows']} rows, verl's columns"))
+        elif d.get("missing"):
+            checks.append(Check(f"data:{name}", False, f"{path}: missing verl column(s) {', '.join(d['missing'])} "
+                                f"(has {', '.join(d['columns'])})",
+                                "preprocess it like verl's examples/data_preprocess/gsm8k.py (or recipes data gsm8k --out DIR)"))
+        else:
+            checks.append(Check(f"data:{name}", False, f"{path}: {d.get('error')}",
+                                "recipes data gsm8k --out DIR   # a known-good copy"))
+    return checks
+
+
+# -- console parsing ---------------------------------------------------------------------------
+
+
+def parse_step(line: str) -> tuple[int, dict[str, float]] | None:
+    m = _STEP.search(_ANSI.sub("", line).rstrip())
+    if not m:
+        return None
+    metrics = {}
+    for part in m.group(2).split(" - "):
+        if ":" not in part:
+            continue
+        k, v = part.rsplit(":", 1)
+        try:
+            metrics[k.strip()] = float(v)
+        except ValueError:
+            continue
+    return (int(m.group(1)), metrics) if metrics else None
+
+
+def _agg(values: list[float], how: str) -> float | None:
+    if not values:
+        return None
+    return {"last": values[-1], "max": max(values), "min": min(values), "mean": statistics.fmean(values),
+            "median": statistics.median(values), "count": float(len(values))}[how]
+
+
+def evaluate_bands(bands: list[dict], steps: dict[int, dict]) -> list[dict]:
+    out = []
+    for b in bands:
+        how = b.get("agg", "last")
+        if b["metric"] == "steps":
+            value = float(len(steps)) if steps else 0.0
+        else:
+            value = _agg([m[b["metric"]] for _, m in sorted(steps.items()) if b["metric"] in m], how)
+        passed = value is not None and catalog.COMPARISONS[b["comparison"]](value, b["value"])
+        out.append({"metric": b["metric"], "agg": how, "comparison": b["comparison"], "expected": b["value"],
+                    "value": value, "passed": passed, "gate": b.get("gate", True), "source": b["source"],
+                    "status": b.get("status", "claimed"), "why": None if value is not None else "metric never logged"})
+    return out
+
+
+class _Progress:
+    """A rich progress bar on a terminal; one plain line per step otherwise (logs, tests)."""
+
+    def __init__(self, total: int | None, enabled: bool):
+        self.total, self.enabled = total, enabled
+        self.t0 = None
+        self.bar = None
+        if enabled and sys.stderr.isatty():
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self.console = Console(stderr=True)
+            self.bar = Progress(TextColumn("[bold]step"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                                TextColumn("{task.fields[info]}"), console=self.console, transient=False)
+            self.task = self.bar.add_task("run", total=total, info="")
+            self.bar.start()
+
+    def echo(self, line: str) -> None:
+        if self.bar:
+            self.bar.console.print(line, markup=False, highlight=False, soft_wrap=True)
+        elif self.enabled:
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+
+    def set_total(self, total: int) -> None:
+        self.total = total
+        if self.bar:
+            self.bar.update(self.task, total=total)
+
+    def step(self, step: int, done: int, metrics: dict) -> None:
+        now = time.monotonic()
+        if self.t0 is None:
+            self.t0 = (now, done)
+        reward = next((metrics[k] for k in REWARD_KEYS if k in metrics), None)
+        thr = next((metrics[k] for k in THROUGHPUT_KEYS if k in metrics), None)
+        info = (f"reward {reward:.3f}" if reward is not None else "reward -") + \
+               (f" · {thr:.0f} tok/s/GPU" if thr is not None else "")
+        if self.bar:
+            self.bar.update(self.task, completed=done, info=info)
+        elif self.enabled:
+            eta = ""
+            t_first, d_first = self.t0
+            if self.total and done > d_first:
+                rate = (now - t_first) / (done - d_first)
+                eta = f" · ETA {max(self.total - done, 0) * rate:.0f} s"
+            total = f"/{self.total}" if self.total else ""
+            sys.stderr.write(f"[recipes] step {step} ({done}{total}){eta} · {info}\n")
+            sys.stderr.flush()
+
+    def stop(self) -> None:
+        if self.bar:
+            self.bar.stop()
+
+
+# -- the run -----------------------------------------------------------------------------------
+
+
+def trainer_command(python: str) -> tuple[list[str], bool]:
+    inj = os.environ.get("VERL_DOCTOR_TRAINER_CMD")
+    if inj:
+        return [w.replace("{python}", python) for w in shlex.split(inj)], True
+    return [python, "-m", "verl.trainer.main_ppo"], False
+
+
+def _kill_group(pgid: int, proc: subprocess.Popen, grace: float = 10.0) -> None:
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        return
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        os.killpg(pgid, signal.SIGKILL)  # stragglers of the group (Ray workers the trainer started)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def launch(cmd: list[str], env: dict, out: Path, total: int | None, show: bool) -> dict:
+    """Run the trainer; tee its console to out/console.log; parse steps live. Returns the outcome."""
+    log_path = out / "console.log"
+    full_env = dict(os.environ)
+    full_env.update(env)
+    if full_env.get("RAY_TMPDIR"):
+        Path(full_env["RAY_TMPDIR"]).mkdir(parents=True, exist_ok=True)
+    steps: dict[int, dict] = {}
+    interrupted = {"signal": None}
+    progress = _Progress(total, show)
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                env=full_env, start_new_session=True, bufsize=1, text=True, errors="replace")
+    except OSError as exc:
+        progress.stop()
+        return {"exit_code": None, "error": f"cannot start {cmd[0]}: {exc.strerror or exc}", "steps": steps,
+                "interrupted": None, "elapsed_s": 0.0}
+    pgid = proc.pid
+
+    def on_signal(signum, frame):
+        if interrupted["signal"] is None:
+            interrupted["signal"] = signal.Signals(signum).name
+            threading.Thread(target=_kill_group, args=(pgid, proc), daemon=True).start()
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with open(log_path, "w", encoding="utf-8") as log:
+            for line in proc.stdout:
+                log.write(line)
+                log.flush()
+                line = line.rstrip("\n")
+                progress.echo(line)
+                if total is None:
+                    m = _TOTAL.search(_ANSI.sub("", line))
+                    if m:
+                        total = int(m.group(1))
+                        progress.set_total(total)
+                parsed = parse_step(line)
+                if parsed:
+                    step, metrics = parsed
+                    steps.setdefault(step, {}).update(metrics)
+                    progress.step(step, len(steps), steps[step])
+        rc = proc.wait()
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        progress.stop()
+        if proc.poll() is None:
+            _kill_group(pgid, proc)
+    return {"exit_code": rc, "error": None, "steps": steps, "interrupted": interrupted["signal"],
+            "elapsed_s": round(time.monotonic() - t0, 2), "total": total}
+
+
+def _report_summary(log_path: Path, out: Path) -> dict | None:
+    """The console-log report (doctor.recipes.report), when that module is there."""
+    if importlib.util.find_spec("doctor.recipes.report") is None:
+        return None
+    try:
+        from doctor.recipes import logparse, report
+
+        log = logparse.parse_file(log_path)
+        summary = report.summarize(log)
+        report.write_outputs(log, summary, out)
+        return summary
+    except Exception as exc:  # noqa: BLE001 - the report is an extra; the verdict does not depend on it
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def _triage(log_path: Path) -> None:
+    if importlib.util.find_spec("doctor.commands.triage") is not None:
+        try:
+            import argparse
+
+            from doctor.commands import triage
+
+            fn = getattr(triage, "run_triage", None) or getattr(triage, "main", None)
+            if fn:
+                import contextlib
+
+                print("\n── doctor triage of console.log ──", file=sys.stderr)
+                with contextlib.redirect_stdout(sys.stderr):  # stdout stays the verdict (or the JSON)
+                    fn(argparse.Namespace(log=str(log_path), json=False))
+                return
+        except Exception as exc:  # noqa: BLE001
+            print(f"(triage failed: {exc})", file=sys.stderr)
+    try:
+        lines = log_path.read_text(errors="replace").splitlines()
+    except OSError:
+        return
+    hits = [ln for ln in lines if re.search(r"Error|Traceback|error:|Exception", ln)][-8:]
+    if hits:
+        print("\nlast error lines of console.log:", file=sys.stderr)
+        for ln in hits:
+            print("  " + _ANSI.sub("", ln)[:300], file=sys.stderr)
+
+
+def _print_preflight(checks: list[Check], stream) -> None:
+    for c in checks:
+        mark = "✓" if c.ok else "✗"
+        stream.write(f"  {mark} {c.name}: {c.line}\n")
+        if not c.ok and c.fix:
+            stream.write(f"      fix: {c.fix}\n")
+    stream.flush()
+
+
+def run_recipe(args) -> int:
+    from doctor.target import resolve_python
+
+    recipe = catalog.load(args.name)
+    res = catalog.resolve(recipe, quick=args.quick)
+    python = resolve_python(args.python)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    out = Path(args.out or Path("runs") / f"{recipe['name']}{'-quick' if args.quick else ''}-{stamp}")
+    info = sys.stderr if args.json else sys.stdout
+    summary = {"recipe": recipe["name"], "mode": "quick" if args.quick else "full", "python": python,
+               "out": str(out), "preflight": None}
+
+    if os.environ.get("VERL_DOCTOR_SKIP_PREFLIGHT") == "1":
+        info.write(f"recipes run {recipe['name']}: preflight skipped (VERL_DOCTOR_SKIP_PREFLIGHT=1)\n")
+    else:
+        info.write(f"recipes run {recipe['name']}: preflight\n")
+        info.flush()
+        checks = preflight(recipe, res, python, say=lambda m: None)
+        _print_preflight(checks, info)
+        summary["preflight"] = [asdict(c) for c in checks]
+        failed = [c for c in checks if not c.ok]
+        if failed:
+            info.write(f"preflight failed: {'; '.join(c.name for c in failed)}"
+                       f"{' — not starting the run' if not args.preflight_only else ''}\n")
+            summary.update(status="preflight-failed", exit_code=EXIT_RUN_FAILED,
+                           reason="; ".join(f"{c.name}: {c.line}" for c in failed))
+            if args.json:
+                sys.stdout.write(json.dumps(summary, indent=1) + "\n")
+            return EXIT_RUN_FAILED
+        info.write("preflight passed\n")
+    if args.preflight_only:
+        if args.json:
+            sys.stdout.write(json.dumps({**summary, "status": "preflight-passed", "exit_code": 0}, indent=1) + "\n")
+        return EXIT_PASS
+
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--out {out}: cannot create: {exc.strerror or exc}") from None
+    base, injected = trainer_command(python)
+    cmd = base + res["overrides"]
+    total = None
+    for o in res["overrides"]:
+        if o.startswith("trainer.total_training_steps="):
+            total = int(o.split("=", 1)[1])
+    (out / "command.txt").write_text(" ".join(f"{k}={shlex.quote(v)}" for k, v in res["env"].items()) + " " +
+                                     shlex.join(cmd) + "\n")
+    info.write(f"running{' (trainer injected by VERL_DOCTOR_TRAINER_CMD)' if injected else ''}: "
+               f"{shlex.join(base)} … ({len(res['overrides'])} overrides) → {out}/console.log\n")
+    info.flush()
+    outcome = launch(cmd, res["env"], out, total, show=not args.json)
+    steps = outcome["steps"]
+    bands = evaluate_bands(res["bands"], steps)
+    if outcome["interrupted"]:
+        status, code = "interrupted", EXIT_INTERRUPTED
+        reason = f"{outcome['interrupted']}: the trainer's process group was killed"
+    elif outcome["error"] or outcome["exit_code"] != 0:
+        status, code = "run-failed", EXIT_RUN_FAILED
+        reason = outcome["error"] or f"the trainer exited with code {outcome['exit_code']}"
+    elif not steps:
+        status, code = "run-failed", EXIT_RUN_FAILED
+        reason = "the trainer exited 0 but logged no step:N lines"
+    elif any(b["gate"] and not b["passed"] for b in bands):
+        status, code = "band-missed", EXIT_BAND_MISSED
+        reason = "; ".join(f"{b['metric']} {b['agg']}={b['value']} not {b['comparison']} {b['expected']}"
+                           for b in bands if b["gate"] and not b["passed"])
+    else:
+        status, code, reason = "passed", EXIT_PASS, None
+    report = _report_summary(out / "console.log", out) if steps else None
+    summary.update({"status": status, "exit_code": code, "reason": reason, "command": cmd, "env": res["env"],
+                    "trainer_exit_code": outcome["exit_code"], "elapsed_s": outcome["elapsed_s"],
+                    "steps": len(steps), "last_step": max(steps) if steps else None,
+                    "total_steps": outcome.get("total"), "bands": bands,
+                    "last_metrics": steps[max(steps)] if steps else None, "report": report})
+    (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
+    if args.json:
+        sys.stdout.write(json.dumps(summary, indent=1, default=str) + "\n")
+    else:
+        print(f"\n{len(steps)} step(s) in {outcome['elapsed_s']:.1f} s")
+        for b in bands:
+            mark = "✓" if b["passed"] else ("✗" if b["gate"] else "!")
+            val = "never logged" if b["value"] is None else f"{b['value']:g}"
+            print(f"  {mark} {b['metric']} [{b['agg']}] = {val}, expected {b['comparison']} {b['expected']:g}"
+                  f"{'' if b['gate'] else ' (informational)'} — {b['status']}: {b['source']}")
+        verdict = {"passed": "PASS", "band-missed": "BAND MISSED", "run-failed": "RUN FAILED",
+                   "interrupted": "INTERRUPTED"}[status]
+        print(f"verdict: {verdict}{': ' + reason if reason else ''} (exit {code}) · {out}/summary.json")
+    if status == "run-failed":
+        _triage(out / "console.log")
+    return code

@@ -1,0 +1,210 @@
+"""`doctor fix` / `doctor rollback` (issue 4).
+
+The realenv tests change environments, so each works on a private copy made by
+envs.build_copy() (same lockfile + mutation + uv cache as the shared env, which stays untouched),
+rebuilt fresh for every test at one path: the probe cache (path + exact dist set) then serves the
+states that recur (the fixed working set, the broken sets) instead of re-importing vllm each time."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, check_json, envs, run_doctor  # noqa: F401
+
+from doctor import findings as F
+from doctor.fixes import build_plan, entry_for, fix_entries
+from doctor.knowledge import default_stack, finding_defs
+
+UV_ENV = {"UV_CACHE_DIR": str(envs.ROOT / "uv-cache")}  # the tests' warm uv cache
+
+
+# ----------------------------------------------------------------------------------------- fast
+
+
+def _f(fid, **params):
+    return F.make(fid, ["test"], python="/x/bin/python", **params)
+
+
+def test_every_automatic_finding_has_fix_data_with_a_source():
+    defs = finding_defs()
+    for e in fix_entries():
+        assert e["id"] in defs, f"fixes.yaml {e['id']}: no such finding"
+        assert defs[e["id"]]["fix"].get("automatic"), f"fixes.yaml {e['id']}: the finding is not automatic"
+        assert "reason" in e and "source" in e and e["kind"] in ("packages", "sync-lock")
+    for fid, d in defs.items():
+        if d["fix"].get("automatic"):
+            assert entry_for(fid) is not None, f"{fid} is automatic but fixes.yaml has no entry"
+
+
+def test_plan_one_resolution_for_all_package_findings():
+    stack = default_stack()
+    found = [
+        _f("stack.verl-rejects-vllm", verl="0.2.0.post1", vllm="0.6.3.post1"),
+        F.make("version.verl", ["t"], severity="warning", dist="verl", installed="0.2.0.post1", spec="==0.4.1",
+               stack=stack["name"], reason="r", source="s", python="/x/bin/python"),
+        _f("python.setuptools-missing", modules="vllm"),
+        _f("python.pkg-resources-missing", modules="verl", setuptools="none"),
+        _f("vllm.tokenizer-incompatible", transformers="5.0.0"),
+        _f("gpu.none", reason="no NVML"),
+        F.make("flash-attn.missing", ["t"], severity="warning", python="/x/bin/python", wheel_url="u"),
+        _f("stack.detected", stack=stack["name"], met=1, total=2, pyver="3.11"),
+    ]
+    plan = build_plan(found, python="/x/bin/python", stack=stack)
+    assert [s.kind for s in plan.steps] == ["packages"]
+    step = plan.steps[0]
+    assert step.data["requirements"] == ["verl==0.4.1", "setuptools<80", "transformers>=4.45.2,<=4.47.1"]
+    assert set(step.targets) == {"stack.verl-rejects-vllm", "version.verl", "python.setuptools-missing",
+                                 "python.pkg-resources-missing", "vllm.tokenizer-incompatible"}
+    assert "--constraint" in step.commands[0] and step.commands[0].count("uv pip install") == 1
+    assert all(r["source"] and r["reason"] for r in step.reasons)
+    assert [m["id"] for m in plan.manual] == ["gpu.none", "flash-attn.missing"]  # info findings are not steps
+    assert plan.manual[0]["commands"] == ["nvidia-smi"]
+
+    only = build_plan(found, python="/x/bin/python", stack=stack, only=["python.*"])
+    assert only.steps[0].data["requirements"] == ["setuptools<80"]
+    assert "vllm.tokenizer-incompatible" in only.excluded
+
+    locked = build_plan(found + [_f("lock.drift", count=3, lockfile="L")], python="/x/bin/python", stack=stack,
+                        lockfile="L")
+    assert [s.kind for s in locked.steps] == ["sync-lock"]
+    assert "--require-hashes" in locked.steps[0].commands[0]
+    assert {"lock.drift", "stack.verl-rejects-vllm"} <= set(locked.steps[0].targets)
+
+
+def test_usage_errors_exit_2(tmp_path):
+    py = sys.executable
+    # no terminal (stdin is a pipe) and no --yes: refuses before touching anything
+    proc = run_doctor("fix", "--python", py, input="")
+    assert proc.returncode == 2 and "--yes" in proc.stderr
+    proc = run_doctor("fix", "--python", py, "--json", input="")
+    assert proc.returncode == 2
+    assert run_doctor("fix", "--python", py, "--only", "no.such-id", "--dry-run").returncode == 2
+    assert run_doctor("fix", "--python", py, "--stack", "nope", "--dry-run").returncode == 2
+    assert run_doctor("fix", "--python", py, "--lock", str(tmp_path / "missing.txt"), "--dry-run").returncode == 2
+    proc = run_doctor("rollback", "--yes", env={"VERL_DOCTOR_STATE_DIR": str(tmp_path / "empty-state")})
+    assert proc.returncode == 2 and "no snapshots" in proc.stderr
+    assert run_doctor("rollback", "no-such-snapshot", "--yes").returncode == 2
+
+
+def test_second_fix_on_the_same_target_refuses(tmp_path, monkeypatch):
+    from doctor.fixes.snapshot import target_lock
+
+    monkeypatch.setenv("VERL_DOCTOR_STATE_DIR", str(tmp_path / "state"))
+    with target_lock(sys.executable):  # what a running `doctor fix` holds while it works
+        proc = run_doctor("fix", "--yes", "--python", sys.executable)
+        assert proc.returncode == 2 and "another doctor fix" in proc.stderr, proc.stderr
+        assert run_doctor("rollback", "--yes", "--python", sys.executable).returncode == 2
+
+
+# ------------------------------------------------------------------------------------- real envs
+
+@pytest.fixture(scope="module")
+def copy_of(tmp_path_factory):
+    """A fresh private copy of a broken env, always at the same path. The doctor's probe cache is
+    keyed by interpreter path + exact dist set, so the fixed states (mostly the lock's working set)
+    and the broken states recur across tests and are probed once each."""
+    target = tmp_path_factory.mktemp("fix-envs") / "target"
+    return lambda name: str(envs.build_copy(name, target))
+
+
+def freeze(py: str) -> str:
+    proc = subprocess.run([envs.uv(), "pip", "freeze", "--python", py], capture_output=True, text=True,
+                          env=envs._uv_env(), check=True)
+    return proc.stdout
+
+
+def fix(*args, **kw):
+    proc = run_doctor("fix", "--json", *args, env=UV_ENV, **kw)
+    assert proc.stdout.strip(), proc.stderr[-3000:]
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def errors(doc) -> set[str]:
+    return {f["id"] for f in doc["findings"] if f["severity"] == "error"}
+
+
+@pytest.mark.realenv
+@pytest.mark.parametrize("name,expect_fixed", [
+    ("transformers5", {"vllm.tokenizer-incompatible", "version.transformers"}),
+    ("verl020post1", {"stack.verl-rejects-vllm"}),
+    ("no-setuptools", {"python.setuptools-missing"}),
+    ("setuptools80", {"python.pkg-resources-missing"}),
+])
+def test_fix_then_rollback(copy_of, name, expect_fixed):
+    py = copy_of(name)
+    broken = freeze(py)
+
+    if name == "transformers5":
+        # --dry-run prints the plan and changes nothing (and warms the probe cache for the fix)
+        rc, doc = fix("--dry-run", "--python", py)
+        assert rc == 0 and doc["status"] == "planned" and doc["snapshot"] is None
+        assert doc["plan"]["steps"][0]["changes"]  # what it would change, from uv's dry run
+        assert freeze(py) == broken
+
+    # a second `doctor fix` while the first is applying: exit 2
+    first = subprocess.Popen([sys.executable, "-m", "doctor", "fix", "--json", "--yes", "--python", py],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(REPO),
+                             env={**os.environ, **UV_ENV})
+    from doctor.fixes.snapshot import lock_path
+
+    lock = lock_path(py)
+    deadline = time.time() + 60
+    while time.time() < deadline and first.poll() is None:
+        if lock.exists() and f"pid {first.pid} " in lock.read_text():
+            break
+        time.sleep(0.05)
+    second = run_doctor("fix", "--yes", "--python", py, env=UV_ENV)
+    assert second.returncode == 2 and "another doctor fix" in second.stderr, second.stderr
+    out, err = first.communicate(timeout=600)
+    assert first.returncode == 0, err[-3000:]
+    doc = json.loads(out)
+    assert doc["status"] == "fixed" and expect_fixed <= set(doc["fixed"]), doc
+    assert len(doc["plan"]["steps"]) == 1  # one uv resolution for every package finding
+
+    # the next check: no error findings except host facts (no GPU here)
+    proc = run_doctor("check", "--json", "--python", py)
+    after = json.loads(proc.stdout)
+    assert {e for e in errors(after) if not e.startswith("gpu.")} == set(), after["findings"]
+    assert freeze(py) != broken
+
+    # rollback: the broken freeze, byte for byte
+    proc = run_doctor("rollback", "--yes", "--python", py, env=UV_ENV)
+    assert proc.returncode == 0, proc.stderr
+    assert freeze(py) == broken
+    snap = Path(doc["snapshot"]["path"])
+    meta = json.loads((snap / "snapshot.json").read_text())
+    assert meta["status"] == "rolled-back" and meta["target"] == py and meta["plan"]["steps"]
+    assert (snap / "freeze.txt").read_text() == broken
+
+
+@pytest.mark.realenv
+def test_failing_recheck_rolls_back(copy_of, tmp_path):
+    """A lockfile that pins setuptools 84.2.1 (no pkg_resources): the sync installs it, the re-check
+    still finds python.pkg-resources-missing (a targeted error), so the fix is rolled back."""
+    py = copy_of("no-setuptools")
+    broken = freeze(py)
+    good = (REPO / "lockfiles" / "verl041-vllm063post1-py3.11.txt").read_text()
+    req = tmp_path / "st.in"
+    req.write_text("setuptools==84.2.1\n")
+    bad_pin = subprocess.run([envs.uv(), "pip", "compile", "--generate-hashes", "--no-header", "--no-annotate",
+                              "--quiet", "--python-version", "3.11", "--exclude-newer", envs.EXCLUDE_NEWER, str(req)],
+                             capture_output=True, text=True, env=envs._uv_env(), check=True).stdout
+    start = good.index("\nsetuptools==") + 1
+    end = good.index("\n", good.index("--hash", good.index("--hash", start) + 1)) + 1
+    bad = tmp_path / "bad-lock.txt"
+    bad.write_text(good[:start] + bad_pin + good[end:])
+
+    rc, doc = fix("--yes", "--python", py, "--lock", str(bad))
+    assert rc == 1, doc
+    assert doc["status"] == "rolled-back"
+    assert "python.pkg-resources-missing" in doc["unfixed"], doc
+    assert doc["plan"]["steps"][0]["kind"] == "sync-lock"
+    assert any("setuptools" in c for c in doc["plan"]["steps"][0]["changes"])
+    assert freeze(py) == broken

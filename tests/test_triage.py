@@ -1,0 +1,125 @@
+"""`doctor triage`: each real failure excerpt of shared/logs/failures names its cause with the
+matching line as evidence; the successful runs of shared/logs are never blamed, although they print
+warnings and even a caught traceback."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from conftest import SHARED, run_doctor
+
+FAILURES = SHARED / "logs" / "failures"
+EXPECTED = {
+    "ray-36742_import_ray_without_setuptools.log": ("python.setuptools-missing", 14, "ray/_private/parameter.py"),
+    "tinyzero-7_ray_failed_to_register_worker_raylet.log": ("runtime.ray-worker-register-failed", 2,
+                                                            "Failed to register worker to Raylet"),
+    "verl-245_vllm_0.6.3.post1_not_supported.log": ("stack.verl-rejects-vllm", 1, "vllm version 0.6.3.post1"),
+    "verl-pr259-issue189_vllm_max_num_batched_tokens_smaller_than_max_model_len.log": (
+        "config.batched-tokens-lt-model-len", 1, "max_num_batched_tokens (8192)"),
+    "vllm-9377_flash_attn_undefined_symbol_then_arch_not_supported.log": ("flash-attn.abi-mismatch", 1,
+                                                                          "flash_attn_2_cuda"),
+}
+
+
+def triage(path, *extra) -> tuple[int, dict]:
+    proc = run_doctor("triage", str(path), "--json", *extra, timeout=60)
+    assert proc.stdout.strip(), proc.stderr
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def test_every_failure_excerpt_is_covered():
+    assert sorted(p.name for p in FAILURES.iterdir()) == sorted(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_failure_excerpts_name_their_cause_with_the_line(name):
+    fid, line, text = EXPECTED[name]
+    rc, doc = triage(FAILURES / name)
+    assert rc == 1 and doc["schema_version"] == 1 and doc["failed"] is True
+    assert doc["log"] == str(FAILURES / name)
+    first = doc["findings"][0]
+    assert first["id"] == fid and first["severity"] == "error"
+    assert any(e.startswith(f"line {line}: ") and text in e for e in first["evidence"]), first["evidence"]
+    assert first["fix"]["summary"] and first["sources"]
+
+
+@pytest.mark.parametrize("name", ["gemma-2-2b-it-gsm8k-ppo.log", "qwen2.5-0.5b-gsm8k-ppo-prompt512-resp256.log",
+                                  "qwen2vl-2b-geo3k-grpo-1step.log"])
+def test_successful_runs_are_not_blamed(name):
+    rc, doc = triage(SHARED / "logs" / name)
+    assert rc == 0 and doc["failed"] is False and doc["findings"] == []
+    assert doc["status"] in ("completed", "no-failure-evidence")
+    proc = run_doctor("triage", str(SHARED / "logs" / name))
+    assert proc.returncode == 0 and "✓" in proc.stdout
+
+
+def _crashed_copy(tmp_path, tail: str, src="gemma-2-2b-it-gsm8k-ppo.log"):
+    log = tmp_path / "crashed.log"
+    shutil.copy(SHARED / "logs" / src, log)
+    with open(log, "a") as fh:
+        fh.write("\n" + tail)
+    return log
+
+
+OOM = """\x1b[36m(main_task pid=64899)\x1b[0m Traceback (most recent call last):
+\x1b[36m(main_task pid=64899)\x1b[0m   File "/usr/local/lib/python3.9/dist-packages/verl/trainer/main_ppo.py", line 120, in main_task
+\x1b[36m(main_task pid=64899)\x1b[0m     trainer.fit()
+\x1b[36m(main_task pid=64899)\x1b[0m torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.15 GiB of which 1.2 GiB is free.
+"""
+APP = """Traceback (most recent call last):
+  File "/usr/local/lib/python3.9/dist-packages/verl/trainer/main_ppo.py", line 50, in __call__
+    score = compute_score(data_source=data_source, solution_str=sequences_str, ground_truth=ground_truth)
+  File "/home/me/rewards/my_reward.py", line 12, in compute_score
+    return float(ground_truth["answer"])
+KeyError: 'answer'
+"""
+NCCL = """[rank1]: torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5
+ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error.
+node1:2345:2390 [1] NCCL INFO NET/Plugin: No plugin found (libnccl-net.so)
+node1:2345:2390 [1] include/shm.h:28 NCCL WARN Error: failed to extend /dev/shm/nccl-03v824 to 4194660 bytes
+"""
+
+
+@pytest.mark.parametrize("tail,fid,others", [(OOM, "runtime.cuda-oom", set()),
+                                              (APP, "runtime.app-error", set()),
+                                              (NCCL, "system.shm-small", {"runtime.nccl-error"})],
+                         ids=["oom", "user-code", "nccl-shm"])
+def test_a_crash_after_the_last_step_is_blamed(tmp_path, tail, fid, others):
+    rc, doc = triage(_crashed_copy(tmp_path, tail))
+    assert rc == 1 and doc["failed"] and doc["last_step"] == 105
+    ids = [f["id"] for f in doc["findings"]]
+    assert ids[0] == fid and set(ids[1:]) == others
+    lines = [int(e.split(":")[0].split()[-1]) for e in doc["findings"][0]["evidence"] if e.startswith("line ")]
+    assert lines and min(lines) > doc["last_step_line"]
+
+
+def test_warnings_and_caught_tracebacks_before_the_last_step_are_not_causes(tmp_path):
+    # the qwen2.5 log has a caught TypeError traceback at line 115 and finishes; cut its last line
+    # (Final validation metrics) and it still shows no failure after its last step
+    src = (SHARED / "logs" / "qwen2.5-0.5b-gsm8k-ppo-prompt512-resp256.log").read_bytes()
+    log = tmp_path / "cut.log"
+    log.write_bytes(src[: src.rindex(b"\n", 0, src.rindex(b"Final validation metrics"))])
+    rc, doc = triage(log)
+    assert rc == 0 and doc["status"] == "no-failure-evidence" and doc["findings"] == []
+
+
+def test_unknown_failure_is_reported_but_not_as_a_cause(tmp_path):
+    rc, doc = triage(_crashed_copy(tmp_path, "Traceback (most recent call last):\n  File \"/usr/lib/python3.11/"
+                                             "site-packages/foo/bar.py\", line 3, in f\nFooError: something odd\n"))
+    assert rc == 0 and doc["failed"] is True
+    assert [f["id"] for f in doc["findings"]] == ["runtime.unrecognized-failure"]
+
+
+def test_stdin_and_bad_input(tmp_path):
+    proc = run_doctor("triage", "-", "--json", input=(FAILURES / "verl-245_vllm_0.6.3.post1_not_supported.log").read_text())
+    assert proc.returncode == 1 and json.loads(proc.stdout)["findings"][0]["id"] == "stack.verl-rejects-vllm"
+    empty = tmp_path / "empty.log"
+    empty.write_text("")
+    binary = tmp_path / "bin.log"
+    binary.write_bytes(bytes(range(256)) * 40)
+    for bad in (empty, binary, tmp_path / "missing.log"):
+        proc = run_doctor("triage", str(bad))
+        assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and not proc.stdout, proc.stderr
