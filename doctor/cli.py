@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from doctor import __version__
 from doctor.errors import UsageError
@@ -91,43 +90,34 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
+# subcommand -> "module:function"; imported only when used, so `doctor check` never pays for
+# the docker SDK and `doctor explain` never pays for the engine.
+HANDLERS = {
+    "check": "doctor.commands.check:run_check",
+    "explain": "doctor.commands.explain:run",
+    "lock": "doctor.lock:run",
+    "fix": "doctor.commands.fix:run_fix",
+    "rollback": "doctor.commands.fix:run_rollback",
+    "triage": "doctor.commands.triage:run_triage",
+    "container": "doctor.commands.container:run_container",
+}
+
+
+def dispatch(prog: str, parser: argparse.ArgumentParser, argv, handlers: dict[str, str]) -> int:
+    """Parse, run the subcommand's handler, and turn bad input into one line + exit 2."""
+    import importlib
+
     try:
-        args = build_parser().parse_args(argv)
-        if args.command == "check":
-            from doctor.commands.check import run_check
-
-            return run_check(args)
-        if args.command == "explain":
-            from doctor.commands.explain import run_explain
-
-            return run_explain(args.id)
-        if args.command == "lock":
-            from doctor import knowledge
-            from doctor.lock import main_lock
-
-            names = sorted(knowledge.stacks()) if args.all else args.stack
-            return main_lock(names, args.python, Path(args.out))
-        if args.command == "fix":
-            from doctor.commands.fix import run_fix
-
-            return run_fix(args)
-        if args.command == "triage":
-            from doctor.commands.triage import run_triage
-
-            return run_triage(args)
-        if args.command == "container":
-            from doctor.commands.container import run_container
-
-            return run_container(args)
-        if args.command == "rollback":
-            from doctor.commands.fix import run_rollback
-
-            return run_rollback(args)
+        args = parser.parse_args(argv)
+        module, func = handlers[args.command].split(":")
+        return getattr(importlib.import_module(module), func)(args)
     except UsageError as exc:
-        print(f"doctor: {exc}", file=sys.stderr)
+        print(f"{prog}: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        print("doctor: interrupted", file=sys.stderr)
+        print(f"{prog}: interrupted", file=sys.stderr)
         return 130
-    return EXIT_USAGE
+
+
+def main(argv: list[str] | None = None) -> int:
+    return dispatch("doctor", build_parser(), argv, HANDLERS)

@@ -139,3 +139,9 @@ def main_lock(stack_names: list[str] | None, pythons: list[str] | None, out_dir:
             path = compile_lock(stack, py, out_dir, progress=lambda m: echo(f"… {m}", file=sys.stderr))
             echo(str(path))
     return 0
+
+
+def run(args) -> int:
+    """`doctor lock` from parsed arguments."""
+    names = sorted(knowledge.stacks()) if args.all else args.stack
+    return main_lock(names, args.python, Path(args.out))

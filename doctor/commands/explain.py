@@ -51,3 +51,7 @@ def run_explain(finding_id: str | None) -> int:
         for s in spec.get("sources", []):
             console.print(f"  - {escape(s)}")
     return 0
+
+
+def run(args) -> int:
+    return run_explain(args.id)

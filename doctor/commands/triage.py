@@ -15,7 +15,6 @@ import sys
 from dataclasses import dataclass, field
 
 from doctor import knowledge
-from doctor.errors import UsageError
 from doctor.findings import Finding, make
 
 EXIT_OK, EXIT_CAUSE = 0, 1
@@ -225,7 +224,7 @@ def _render(t: Triage) -> None:
                       + (" after the last training step" if t.last_step is not None else "") + ")[/]")
         return
     f0 = t.failure
-    console.print(f"[red]✗ the run failed[/]" + (f" [dim]({f0['marker']} at line {f0['line']})[/]" if f0 else ""))
+    console.print("[red]✗ the run failed[/]" + (f" [dim]({f0['marker']} at line {f0['line']})[/]" if f0 else ""))
     for f in t.findings:
         mark, colour = MARK[f.severity]
         console.print(f"  [{colour}]{mark} {f.id}[/]: {escape(f.title)}")

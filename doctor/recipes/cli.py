@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import sys
-
-from doctor.cli import EXIT_USAGE, _Parser
-from doctor.errors import UsageError
+from doctor.cli import _Parser, dispatch
 
 
 def build_parser() -> _Parser:
@@ -41,32 +38,18 @@ def build_parser() -> _Parser:
     return p
 
 
+HANDLERS = {
+    "list": "doctor.recipes.catalog:run",
+    "show": "doctor.recipes.catalog:run",
+    "data": "doctor.recipes.catalog:run",
+    "lint": "doctor.recipes.lint:run_lint",
+    "run": "doctor.recipes.run:run_recipe",
+    "report": "doctor.recipes.report:run_report",
+}
+
+
 def main(argv: list[str] | None = None) -> int:
-    try:
-        args = build_parser().parse_args(argv)
-        if args.command in ("list", "show", "data"):
-            from doctor.recipes import catalog
-
-            return catalog.run(args)
-        if args.command == "lint":
-            from doctor.recipes.lint import run_lint
-
-            return run_lint(args)
-        if args.command == "run":
-            from doctor.recipes.run import run_recipe
-
-            return run_recipe(args)
-        if args.command == "report":
-            from doctor.recipes.report import run_report
-
-            return run_report(args)
-    except UsageError as exc:
-        print(f"recipes: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        print("recipes: interrupted", file=sys.stderr)
-        return 130
-    return EXIT_USAGE
+    return dispatch("recipes", build_parser(), argv, HANDLERS)
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ def render(result, console: Console | None = None) -> None:
     took = result.timings.get("collect_s", 0) + result.timings.get("rules_s", 0)
     colour = "red" if errors else "yellow" if warnings else "green"
     console.print(f"\n[bold {colour}]{errors} error(s), {warnings} warning(s)[/] in {took:.2f} s"
-                  + (f" [dim](deep probes from cache; --no-cache to re-run)[/]" if cached else ""))
+                  + (" [dim](deep probes from cache; --no-cache to re-run)[/]" if cached else ""))
     if errors or warnings:
         console.print("[dim]doctor explain ID · doctor fix --dry-run[/]")
 
