@@ -73,7 +73,10 @@ def compile_lock(stack: dict, python: str, out_dir: Path, progress=None) -> Path
     if python not in stack["python"]:
         raise UsageError(f"stack {stack['name']} supports Python {', '.join(stack['python'])}, not {python}")
     reqs, cons = stack_inputs(stack)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--out {out_dir}: cannot create the output directory ({exc.strerror or exc})")
     target = lock_path(out_dir, stack, python)
     with tempfile.TemporaryDirectory() as tmp:
         rq, cs, raw = Path(tmp, "requirements.in"), Path(tmp, "constraints.txt"), Path(tmp, "out.txt")
@@ -94,8 +97,12 @@ def compile_lock(stack: dict, python: str, out_dir: Path, progress=None) -> Path
         body = raw.read_text()
     # Write atomically: a failed or interrupted lock never leaves a half-written file behind.
     tmp_target = target.with_suffix(".tmp")
-    tmp_target.write_text(header(stack, python, reqs, cons) + body)
-    os.replace(tmp_target, target)
+    try:
+        tmp_target.write_text(header(stack, python, reqs, cons) + body)
+        os.replace(tmp_target, target)
+    except OSError as exc:
+        tmp_target.unlink(missing_ok=True)
+        raise UsageError(f"cannot write {target}: {exc.strerror or exc}")
     return target
 
 

@@ -131,3 +131,124 @@ def test_target_with_broken_metadata_is_reported_not_crashed(tmp_path):
     assert "baz-1.0.dist-info: UnicodeDecodeError" in text and "second copy of bar" in text
     # an env without triton/verl does not need setuptools
     assert "python.setuptools-missing" not in {f["id"] for f in doc["findings"]}
+
+
+# --- every command: one line, exit 2, nothing written outside the output dir, nothing lost ----------
+
+def run_recipes(*args, env=None):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "doctor.recipes.cli", *args], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, timeout=300, cwd=str(REPO))
+
+
+def _one_line(proc, prog):
+    assert proc.returncode == 2, (proc.returncode, proc.stdout[-500:], proc.stderr[-2000:])
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"{prog}: "), proc.stderr
+    assert "Traceback" not in proc.stderr
+    return lines[0]
+
+
+SFT_LOG = "epoch 1 step 10 - train/loss:1.234 - train/lr:1e-5\nepoch 1 step 20 - train/loss:1.100 - train/lr:1e-5\n"
+
+
+@pytest.fixture
+def files(tmp_path):
+    f = {}
+    f["empty"] = tmp_path / "empty.log"
+    f["empty"].write_text("")
+    f["binary"] = tmp_path / "binary.log"
+    f["binary"].write_bytes(bytes(range(256)) * 40)
+    f["sft"] = tmp_path / "sft.log"
+    f["sft"].write_text(SFT_LOG)
+    f["bad_yaml"] = tmp_path / "bad.yaml"
+    f["bad_yaml"].write_text("name: [unclosed\n  overrides: {\n")
+    f["not_recipe"] = tmp_path / "list.yaml"
+    f["not_recipe"].write_text("- just\n- a list\n")
+    f["wrong_hash_lock"] = tmp_path / "wrong-hash.txt"
+    f["wrong_hash_lock"].write_text("six==1.16.0 \\\n    --hash=sha256:" + "0" * 64 + "\n")
+    f["a_file"] = tmp_path / "a-file"
+    f["a_file"].write_text("I am a file, not a directory\n")
+    return f
+
+
+PPO_LOG = str(SHARED_LOGS := (REPO.parent / "shared" / "logs")) + "/qwen2vl-2b-geo3k-grpo-1step.log"
+
+CASES = [
+    # (id, program, argv builder, expected words in the line)
+    ("recipes-unknown", "recipes", lambda f, t: ["show", "no-such-recipe"], "no-such-recipe"),
+    ("recipes-run-unknown", "recipes", lambda f, t: ["run", "no-such-recipe"], "no-such-recipe"),
+    ("recipes-malformed-yaml", "recipes", lambda f, t: ["show", str(f["bad_yaml"])], ""),
+    ("recipes-yaml-not-a-recipe", "recipes", lambda f, t: ["show", str(f["not_recipe"])], ""),
+    ("recipes-lint-missing-overrides", "recipes", lambda f, t: ["lint", "--overrides-file", str(t / "nope.txt")], ""),
+    ("report-empty-log", "recipes", lambda f, t: ["report", str(f["empty"]), "--out", str(t / "o1")], ""),
+    ("report-binary-log", "recipes", lambda f, t: ["report", str(f["binary"]), "--out", str(t / "o2")], ""),
+    ("report-sft-log", "recipes", lambda f, t: ["report", str(f["sft"]), "--out", str(t / "o3")], "PPO"),
+    ("report-missing-log", "recipes", lambda f, t: ["report", str(t / "missing.log"), "--out", str(t / "o4")], ""),
+    ("report-out-is-a-file", "recipes", lambda f, t: ["report", PPO_LOG, "--out", str(f["a_file"])], ""),
+    ("data-unknown-dataset", "recipes", lambda f, t: ["data", "mnist", "--out", str(t / "d")], "mnist"),
+    ("data-out-is-a-file", "recipes", lambda f, t: ["data", "gsm8k", "--out", str(f["a_file"])], ""),
+    ("triage-missing", "doctor", lambda f, t: ["triage", str(t / "missing.log")], ""),
+    ("triage-binary", "doctor", lambda f, t: ["triage", str(f["binary"])], ""),
+    ("triage-empty", "doctor", lambda f, t: ["triage", str(f["empty"])], ""),
+    ("fix-unknown-only-id", "doctor", lambda f, t: ["fix", "--yes", "--only", "no.such-id"], "no.such-id"),
+    ("fix-no-tty-no-yes", "doctor", lambda f, t: ["fix"], ""),
+    ("fix-missing-lock", "doctor", lambda f, t: ["fix", "--yes", "--lock", str(t / "nope.txt")], ""),
+    ("rollback-unknown-snapshot", "doctor", lambda f, t: ["rollback", "--yes", "no-such-snapshot"], ""),
+    ("lock-out-is-a-file", "doctor", lambda f, t: ["lock", "--python", "3.11", "--out", str(f["a_file"])], ""),
+    ("check-skip-unknown-probe", "doctor", lambda f, t: ["check", "--skip-probe", "nope"], "nope"),
+    ("container-no-engine", "doctor", lambda f, t: ["container", "build", "--no-flash-attn"], ""),
+    ("container-verify-no-engine", "doctor", lambda f, t: ["container", "verify", "some/tag:1"], ""),
+    ("container-unhashed-lock", "doctor", lambda f, t: ["container", "build", "--lock", str(f["sft"])], ""),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_bad_input_everywhere(case, files, tmp_path):
+    name, prog, argv, words = case
+    outside_before = set(os.listdir(tmp_path))
+    a_file_before = files["a_file"].read_bytes()
+    env = {"DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"}
+    args = argv(files, tmp_path)
+    proc = run_recipes(*args, env=env) if prog == "recipes" else run_doctor(*args, env=env, input="")
+    line = _one_line(proc, prog)
+    assert words in line
+    # nothing the user had is lost, nothing new appears except what the command was told to write
+    assert files["a_file"].read_bytes() == a_file_before
+    new = set(os.listdir(tmp_path)) - outside_before
+    assert not {n for n in new if not n.startswith(("o", "d"))}, new
+
+
+def test_full_disk_gives_one_line_and_keeps_nothing_half_written(tmp_path):
+    """A 64 KiB tmpfs as the report's output dir: the report does not fit."""
+    import subprocess
+
+    mnt = tmp_path / "tiny"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        big = str(REPO.parent / "shared" / "logs" / "qwen2.5-0.5b-gsm8k-ppo-prompt512-resp256.log")
+        proc = run_recipes("report", big, "--out", str(mnt / "out"))
+        _one_line(proc, "recipes")
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
+
+
+def test_fix_with_a_lockfile_of_wrong_hashes_changes_nothing(tmp_path, files):
+    """Documented code 1: the sync fails on the hash, the snapshot is restored, the env is as before."""
+    import subprocess
+
+    import envs
+
+    venv, _ = _venv(tmp_path, "wh")
+    py = str(venv / "bin" / "python")
+    before = subprocess.run([envs.uv(), "pip", "freeze", "--python", py], capture_output=True, text=True).stdout
+    proc = run_doctor("fix", "--yes", "--lock", str(files["wrong_hash_lock"]), "--python", py,
+                      env={"VERL_DOCTOR_STATE_DIR": str(tmp_path / "state")})
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "Hash mismatch" in proc.stdout + proc.stderr and "Traceback" not in proc.stderr
+    after = subprocess.run([envs.uv(), "pip", "freeze", "--python", py], capture_output=True, text=True).stdout
+    assert after == before
