@@ -22,6 +22,19 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+BIG_LOG = REPO.parent / "shared" / "logs" / "qwen2.5-0.5b-gsm8k-ppo-prompt512-resp256.log"
+
+
+def parse_seconds(rounds: int) -> list[float]:
+    """The log parser alone, in process (the command above adds interpreter start-up)."""
+    from doctor.recipes.logparse import parse_file
+
+    out = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        parse_file(BIG_LOG)
+        out.append(time.perf_counter() - t0)
+    return out
 sys.path.insert(0, str(REPO / "tests"))
 
 
@@ -53,6 +66,8 @@ def main() -> int:
         "fast check": doctor + ["check", "--json", "--fast", "--python", target],
         "collect_env": [target, "-m", "torch.utils.collect_env"],
         "doctor lock": doctor + ["lock", "--python", "3.11", "--out", lockdir],
+        "recipes report (573 kB log)": [sys.executable, "-m", "doctor.recipes.cli", "report", str(BIG_LOG),
+                                        "--out", tempfile.mkdtemp(prefix="vd-bench-report-"), "--json"],
     }
     subprocess.run(cmds["warm check"], capture_output=True, env=env)  # fill the cache once
     subprocess.run(cmds["doctor lock"], capture_output=True, env=env)  # warm uv's cache
@@ -71,6 +86,14 @@ def main() -> int:
                 probe_times.append(json.loads(proc.stdout)["timings"]["probes"])
         print(f"round {r + 1}/{args.rounds}: " + ", ".join(f"{n} {times[n][-1]:.2f}s" for n in names), flush=True)
     med = {k: statistics.median(v) for k, v in times.items()}
+    parse = parse_seconds(max(args.rounds, 10))
+    # Each deep probe alone, on an otherwise idle machine (3 runs each): the "slowest single probe"
+    # the cold check is compared with. In the check they run in parallel and share the cores.
+    from doctor.probes import TARGET_PROBES, run_target_probe
+
+    alone = {n: statistics.median(run_target_probe(p, target).seconds for _ in range(3))
+             for n, p in TARGET_PROBES.items() if p.deep}
+    slowest_alone = max(alone, key=alone.get)
     slowest = {}
     for pt in probe_times:
         name, secs = max(((n, s) for n, s in pt.items()), key=lambda x: x[1])
@@ -80,8 +103,12 @@ def main() -> int:
     rows = [
         ("warm `doctor check` vs collect_env", f"{med['collect_env'] / med['warm check']:.1f}× faster", "≥ 8×"),
         ("warm `doctor check`", f"{med['warm check']:.2f} s", "≤ 0.5 s"),
-        ("cold deep check / its slowest probe", f"{med['cold deep check'] / slow_med:.2f}× ({slow_name} {slow_med:.1f} s)", "≤ 1.2×"),
+        ("cold deep check / its slowest probe in the same run", f"{med['cold deep check'] / slow_med:.2f}× ({slow_name} {slow_med:.1f} s)", "≤ 1.2×"),
+        ("cold deep check / the slowest probe run alone", f"{med['cold deep check'] / alone[slowest_alone]:.2f}× ({slowest_alone} {alone[slowest_alone]:.1f} s)", "≤ 1.2×"),
         ("`doctor lock` (one stack, one Python, warm uv cache)", f"{med['doctor lock']:.2f} s", "≤ 10 s"),
+        ("log parser on the 573 kB log (in process)", f"{statistics.median(parse) * 1000:.0f} ms", "≤ 200 ms"),
+        ("`recipes report` on it (whole command, incl. start-up and report.html)",
+         f"{med['recipes report (573 kB log)']:.2f} s", "-"),
     ]
     lines = [
         "# Benchmarks", "",
@@ -95,10 +122,11 @@ def main() -> int:
         lines.append(f"| {k} | {med[k]:.2f} | {', '.join(f'{x:.2f}' for x in v)} |")
     lines += ["", "| target | measured | goal |", "|---|---|---|"]
     lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]
-    lines += ["", "Per-probe medians of the cold deep check (probes run in parallel):", "",
-              "| probe | median (s) |", "|---|---|"]
+    lines += ["", "Per-probe medians: inside the cold deep check (in parallel) and each alone:", "",
+              "| probe | in the check (s) | alone (s) |", "|---|---|---|"]
     for n in probe_times[0]:
-        lines.append(f"| {n} | {statistics.median(pt[n] for pt in probe_times):.2f} |")
+        solo = f"{alone[n]:.2f}" if n in alone else "-"
+        lines.append(f"| {n} | {statistics.median(pt[n] for pt in probe_times):.2f} | {solo} |")
     text = "\n".join(lines) + "\n"
     Path(args.out).write_text(text)
     print(text)

@@ -55,7 +55,10 @@ def load(key: str) -> dict | None:
 
 
 def store(key: str, results: dict) -> None:
-    path = _path(key)
+    store_at(_path(key), results)
+
+
+def store_at(path: Path, results: dict) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
@@ -63,3 +66,52 @@ def store(key: str, results: dict) -> None:
         os.replace(tmp, path)
     except OSError:
         pass  # an unwritable cache only costs speed next time
+
+
+# --- the distribution list itself, for a warm check without starting the target at all ----------
+# A stamp of every directory on the target's sys.path and every directory holding a dist-info
+# (installers add/remove dist-info directories, which changes their parent's mtime), plus the
+# interpreter file and the same env vars. Any install, uninstall or upgrade changes it.
+
+def _dirs_stamp(python: str, data: dict) -> str:
+    h = hashlib.sha256()
+    h.update(python.encode())
+    for path in [os.path.realpath(python)]:
+        try:
+            st = os.stat(path)
+            h.update(f"{path}:{st.st_mtime_ns}:{st.st_ino}\n".encode())
+        except OSError:
+            h.update(f"{path}:missing\n".encode())
+    dirs = set(data.get("python", {}).get("sys_path", []))
+    dirs |= {os.path.dirname(d["path"]) for d in data.get("dists", {}).values() if d.get("path")}
+    for d in sorted(dirs):
+        try:
+            st = os.stat(d)
+            h.update(f"{d}:{st.st_mtime_ns}:{st.st_ino}\n".encode())
+        except OSError:
+            h.update(f"{d}:missing\n".encode())
+    for name in FINGERPRINT_ENV:
+        h.update(f"{name}={os.environ.get(name, '')}\n".encode())
+    h.update((SCRIPTS / "distributions.py").read_bytes())
+    return h.hexdigest()
+
+
+def _dists_path(python: str) -> Path:
+    return cache_dir() / "dists" / (hashlib.sha256(python.encode()).hexdigest()[:32] + ".json")
+
+
+def load_dists(python: str) -> dict | None:
+    """The cached distributions probe output, if nothing on the target's path changed since."""
+    path = _dists_path(python)
+    if not path.exists():
+        return None
+    try:
+        saved = json.loads(path.read_text())
+        stamp, data = saved["stamp"], saved["data"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"cache file {path} is unreadable ({exc.__class__.__name__}); remove it or run with --no-cache")
+    return data if _dirs_stamp(python, data) == stamp else None
+
+
+def store_dists(python: str, data: dict) -> None:
+    store_at(_dists_path(python), {"stamp": _dirs_stamp(python, data), "data": data})

@@ -40,9 +40,15 @@ def collect_facts(python: str, *, fast: bool = False, use_cache: bool = True, sc
         "environment": pool.submit(run_local_probe, "environment", environment_facts, 10),
         "ray_state": pool.submit(run_local_probe, "ray_state", ray_state_facts, 20),
     }
-    progress("distributions", "start")
-    dist = run_target_probe(TARGET_PROBES["distributions"], python)  # --timeout-scale: deep probes only
-    progress("distributions", "done")
+    cached_dists = cache.load_dists(python) if use_cache else None
+    if cached_dists is not None:
+        dist = ProbeResult("distributions", True, data=cached_dists, cached=True)
+    else:
+        progress("distributions", "start")
+        dist = run_target_probe(TARGET_PROBES["distributions"], python)  # --timeout-scale: deep probes only
+        progress("distributions", "done")
+        if dist.ok:
+            cache.store_dists(python, dist.data)
     if not dist.ok:
         pool.shutdown(wait=False)
         raise UsageError(f"--python {python}: cannot inspect it as a Python interpreter ({dist.error})")

@@ -68,6 +68,7 @@ emit({
         "prefix": sys.prefix,
         "base_prefix": sys.base_prefix,
         "in_venv": sys.prefix != sys.base_prefix,
+        "sys_path": [p for p in sys.path if os.path.isabs(p)],
     },
     "markers": marker_environment(),
     "dists": dists,
