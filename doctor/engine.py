@@ -81,15 +81,14 @@ def collect_facts(python: str, *, fast: bool = False, use_cache: bool = True, sc
         "markers": dist.data["markers"],
         "distributions": dist.data["dists"],
         "metadata_problems": {"broken": dist.data["broken"], "duplicates": dist.data["duplicates"]},
-        "imports": probes["imports"].data if "imports" in probes and probes["imports"].ok else None,
-        "registry": probes["registry"].data if "registry" in probes and probes["registry"].ok else None,
-        "extensions": probes["extensions"].data if "extensions" in probes and probes["extensions"].ok else None,
         "gpu": dict(probes["gpu"].data or {"available": False, "reason": probes["gpu"].error},
                     torch=torch_cuda_build(dist.data["dists"])),
         "system": probes["system"].data,
         "environment": probes["environment"].data,
         "ray_state": probes["ray_state"].data,
-        "ray_smoke": probes["ray_smoke"].data if "ray_smoke" in probes and probes["ray_smoke"].ok else None,
+        # Deep probes: their data, or None when skipped (--fast, --skip-probe) or failed.
+        **{n: probes[n].data if n in probes and probes[n].ok else None
+           for n, p in TARGET_PROBES.items() if p.deep},
     }
     facts["_collect_seconds"] = round(time.perf_counter() - t0, 3)
     return facts, probes

@@ -84,37 +84,32 @@ def build(name: str) -> Path:
         key = recipe_key(name)
         if stamp.exists() and stamp.read_text() == key and python_of(env_dir).exists():
             return python_of(env_dir)
-        lock, mutations, _ = RECIPES[name]
-        if env_dir.exists():
-            shutil.rmtree(env_dir)
-        env = _uv_env()
-        _run([uv(), "venv", "--quiet", "--python", sys.executable, str(env_dir)], env=env)
-        py = str(python_of(env_dir))
-        _run([uv(), "pip", "sync", "--quiet", "--require-hashes", "--python", py, str(lock)], env=env)
-        for args in mutations:
-            extra = ["--exclude-newer", EXCLUDE_NEWER] if args[0] == "install" else []
-            _run([uv(), "pip", *args[:1], "--quiet", "--python", py, *extra, *args[1:]], env=env)
+        _make(name, env_dir)
         stamp.write_text(key)
         return python_of(env_dir)
+
+
+def _make(name: str, env_dir: Path) -> Path:
+    """A fresh env at env_dir from NAME's recipe: venv, sync to the lockfile, then the mutations."""
+    lock, mutations, _ = RECIPES[name]
+    if env_dir.exists():
+        shutil.rmtree(env_dir)
+    env = _uv_env()
+    _run([uv(), "venv", "--quiet", "--python", sys.executable, str(env_dir)], env=env)
+    py = str(python_of(env_dir))
+    _run([uv(), "pip", "sync", "--quiet", "--require-hashes", "--python", py, str(lock)], env=env)
+    for args in mutations:
+        extra = ["--exclude-newer", EXCLUDE_NEWER] if args[0] == "install" else []
+        _run([uv(), "pip", *args[:1], "--quiet", "--python", py, *extra, *args[1:]], env=env)
+    return python_of(env_dir)
 
 
 def build_copy(name: str, dest_dir: Path) -> Path:
     """A fresh, private env at dest_dir from NAME's recipe (same lockfile, same mutations, same uv
     cache), for tests that change the env (doctor fix / rollback): the shared envs of build() are
     read by other tests and must never be mutated. Returns the interpreter path."""
-    lock, mutations, _ = RECIPES[name]
-    dest_dir = Path(dest_dir)
-    if dest_dir.exists():
-        shutil.rmtree(dest_dir)
     ROOT.mkdir(parents=True, exist_ok=True)
-    env = _uv_env()
-    _run([uv(), "venv", "--quiet", "--python", sys.executable, str(dest_dir)], env=env)
-    py = str(python_of(dest_dir))
-    _run([uv(), "pip", "sync", "--quiet", "--require-hashes", "--python", py, str(lock)], env=env)
-    for args in mutations:
-        extra = ["--exclude-newer", EXCLUDE_NEWER] if args[0] == "install" else []
-        _run([uv(), "pip", *args[:1], "--quiet", "--python", py, *extra, *args[1:]], env=env)
-    return python_of(dest_dir)
+    return _make(name, Path(dest_dir))
 
 
 if __name__ == "__main__":  # python tests/envs.py [NAME ...]: prebuild (CI does this once)
