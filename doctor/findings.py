@@ -6,7 +6,17 @@ from dataclasses import asdict, dataclass, field
 
 from doctor import knowledge
 
-SEVERITIES = ("error", "warning", "info")
+SEVERITIES = ("error", "warning", "info")  # worst first
+
+
+def worst(severities) -> str | None:
+    """The worst of some severities, None for none."""
+    return min(severities, key=SEVERITIES.index, default=None)
+
+
+def report_order(f: "Finding") -> tuple:
+    """Sort key for reports: errors first, then by area and ID."""
+    return (SEVERITIES.index(f.severity), f.area, f.id)
 
 
 class _Params(dict):

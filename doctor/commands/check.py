@@ -67,8 +67,9 @@ def run_check(args) -> int:
         lint = lint_recipe(python, args.recipe)
         result.findings.extend(lint.findings)
         result.checks.extend(lint.checks)
-        order = {"error": 0, "warning": 1, "info": 2}
-        result.findings.sort(key=lambda f: (order[f.severity], f.area, f.id))
+        from doctor.findings import report_order
+
+        result.findings.sort(key=report_order)
     if args.json:
         from doctor.report.json_report import render
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-from doctor.findings import Finding
+from doctor.findings import Finding, report_order, worst
 
 
 @dataclass
@@ -72,8 +72,7 @@ def evaluate(facts: dict, ctx: Context) -> tuple[list[Finding], list[dict]]:
                 have.evidence.extend(e for e in f.evidence if e not in have.evidence)
             else:
                 merged[f.id] = f
-        worst = min((merged[i].severity for i in ids), key=("error", "warning", "info").index, default=None)
-        checks.append({"check": r.check, "area": r.area, "status": worst or "ok", "ids": sorted(set(ids))})
-    order = {"error": 0, "warning": 1, "info": 2}
-    findings = sorted(merged.values(), key=lambda f: (order[f.severity], f.area, f.id))
+        status = worst(merged[i].severity for i in ids) or "ok"
+        checks.append({"check": r.check, "area": r.area, "status": status, "ids": sorted(set(ids))})
+    findings = sorted(merged.values(), key=report_order)
     return findings, checks

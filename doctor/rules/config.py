@@ -15,7 +15,7 @@ from typing import Callable, Iterable
 from packaging.version import InvalidVersion, Version
 
 from doctor import knowledge
-from doctor.findings import Finding, make
+from doctor.findings import Finding, make, report_order, worst
 
 _MISSING = object()
 
@@ -373,8 +373,7 @@ def evaluate_config(ctx: ConfigContext) -> tuple[list[Finding], list[dict]]:
             continue
         got = list(r.fn(ctx) or [])
         findings.extend(got)
-        worst = min((f.severity for f in got), key=("error", "warning", "info").index, default=None)
-        checks.append({"check": r.check, "area": "config", "status": worst or "ok", "ids": sorted({f.id for f in got})})
-    order = {"error": 0, "warning": 1, "info": 2}
-    findings.sort(key=lambda f: (order[f.severity], f.id))
+        status = worst(f.severity for f in got) or "ok"
+        checks.append({"check": r.check, "area": "config", "status": status, "ids": sorted({f.id for f in got})})
+    findings.sort(key=report_order)  # all config.*: same area, so errors first, then by ID as before
     return findings, checks
