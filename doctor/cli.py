@@ -30,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--fast", action="store_true", help="skip the import, registry and extension probes")
     c.add_argument("--no-cache", action="store_true", help="run the deep probes even if cached")
     c.add_argument("--skip-probe", action="append", default=[], metavar="NAME",
-                   help="skip a deep probe (imports, registry, extensions, ray_smoke); repeatable")
+                   help="skip a deep probe (imports (with the compiled extensions), registry, ray_smoke); repeatable")
     c.add_argument("--strict", action="store_true", help="warnings count as errors for the exit code")
     c.add_argument("--lock", metavar="FILE", help="compare the target with a lockfile (lock.drift)")
     c.add_argument("--stack", metavar="NAME", help="judge versions against this stack (default: the closest)")

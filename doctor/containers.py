@@ -73,7 +73,7 @@ def repo_root() -> Path:
 
 def resolve_lock(stack_name: str | None, lock: str | None) -> tuple[Path, dict, str]:
     """(lockfile, stack, python version) from --stack or --lock."""
-    from doctor.lock import get_stack, parse_lockfile
+    from doctor.lock import get_stack, parse_lockfile, stack_lockfile
 
     if lock:
         path = Path(lock)
@@ -86,7 +86,7 @@ def resolve_lock(stack_name: str | None, lock: str | None) -> tuple[Path, dict, 
     else:
         stack = get_stack(stack_name)
         python = DEFAULT_PYTHON if DEFAULT_PYTHON in stack["python"] else stack["python"][-1]
-        path = repo_root() / "lockfiles" / f"{stack['name']}-py{python}.txt"
+        path = stack_lockfile(stack["name"], python)
         if not path.is_file():
             raise UsageError(f"no lockfile for stack {stack['name']} (Python {python}): run `doctor lock` first")
     entries = parse_lockfile(path)

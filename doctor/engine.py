@@ -90,6 +90,12 @@ def collect_facts(python: str, *, fast: bool = False, use_cache: bool = True, sc
         **{n: probes[n].data if n in probes and probes[n].ok else None
            for n, p in TARGET_PROBES.items() if p.deep},
     }
+    for n, p in TARGET_PROBES.items():  # facts a probe provides beside its own (imports → extensions)
+        if p.provides and facts.get(n) is not None:
+            facts.update({key: facts[n].get(key) for key in p.provides})
+            facts[n] = {k: v for k, v in facts[n].items() if k not in p.provides}
+        else:
+            facts.update(dict.fromkeys(p.provides))
     facts["_collect_seconds"] = round(time.perf_counter() - t0, 3)
     return facts, probes
 
@@ -110,10 +116,12 @@ def run_check(python: str, *, fast=False, use_cache=True, scale=1.0, stack_name:
         probes["ray_cluster"] = run_cluster_probe(python, cluster, stack or None, scale)
         facts["ray_cluster"] = probes["ray_cluster"].data if probes["ray_cluster"].ok else None
     t1 = time.perf_counter()
+    skipped = {n: ("--skip-probe" if n in skip else "--fast")
+               for n, p in TARGET_PROBES.items() if p.deep and n not in probes}
     ctx = Context(python=python, stack=stack, lock=lock, lockfile=str(lockfile) if lockfile else None,
                   probe_errors={n: r.error for n, r in probes.items() if not r.ok},
-                  skipped={n: ("--skip-probe" if n in skip else "--fast")
-                           for n, p in TARGET_PROBES.items() if p.deep and n not in probes}, cluster=cluster)
+                  skipped={**skipped, **{k: why for n, why in skipped.items() for k in TARGET_PROBES[n].provides}},
+                  cluster=cluster)
     findings, checks = evaluate(facts, ctx)
     t2 = time.perf_counter()
     timings = {"probes": {n: round(r.seconds, 3) for n, r in probes.items()},

@@ -32,6 +32,16 @@ def uv_bin() -> str:
         return found
 
 
+# The committed lockfiles (top-level lockfiles/) ship inside the package through the link
+# doctor/lockfiles -> ../lockfiles, so fix suggestions name a file that exists after `pip install`.
+PACKAGED_LOCKFILES = Path(__file__).resolve().parent / "lockfiles"
+
+
+def stack_lockfile(stack_name: str, python_version: str) -> Path:
+    """The shipped lockfile of a stack for a Python version (it may not exist for that version)."""
+    return PACKAGED_LOCKFILES / f"{stack_name}-py{python_version}.txt"
+
+
 def get_stack(name: str | None) -> dict:
     stacks = knowledge.stacks()
     if name is None:

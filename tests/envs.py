@@ -55,7 +55,7 @@ def _run(cmd: list[str], **kw) -> None:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
 
 
-def _uv_env() -> dict:
+def uv_env() -> dict:
     env = dict(os.environ)
     env.setdefault("UV_CACHE_DIR", str(ROOT / "uv-cache"))
     env["UV_NO_PROGRESS"] = "1"
@@ -94,7 +94,7 @@ def _make(name: str, env_dir: Path) -> Path:
     lock, mutations, _ = RECIPES[name]
     if env_dir.exists():
         shutil.rmtree(env_dir)
-    env = _uv_env()
+    env = uv_env()
     _run([uv(), "venv", "--quiet", "--python", sys.executable, str(env_dir)], env=env)
     py = str(python_of(env_dir))
     _run([uv(), "pip", "sync", "--quiet", "--require-hashes", "--python", py, str(lock)], env=env)

@@ -93,7 +93,7 @@ def test_deep_probes_are_cached_and_invalidated_by_the_environment(tmp_path):
 
     deep = sorted(n for n, p in TARGET_PROBES.items() if p.deep)
     assert first["timings"]["cached"] == [] and second["timings"]["cached"] == sorted(deep + ["distributions"])
-    subprocess.run([envs.uv(), "pip", "install", "-q", "--python", str(py), "six"], check=True, env=envs._uv_env())
+    subprocess.run([envs.uv(), "pip", "install", "-q", "--python", str(py), "six"], check=True, env=envs.uv_env())
     third = json.loads(run_doctor("check", "--json", "--python", str(py), env=env).stdout)
     assert third["timings"]["cached"] == []  # a new distribution is a new fingerprint
     assert "six" in third["facts"]["distributions"]

@@ -119,7 +119,7 @@ def copy_of(tmp_path_factory):
 
 def freeze(py: str) -> str:
     proc = subprocess.run([envs.uv(), "pip", "freeze", "--python", py], capture_output=True, text=True,
-                          env=envs._uv_env(), check=True)
+                          env=envs.uv_env(), check=True)
     return proc.stdout
 
 
@@ -186,6 +186,20 @@ def test_fix_then_rollback(copy_of, name, expect_fixed):
     assert meta["status"] == "rolled-back" and meta["target"] == py and meta["plan"]["steps"]
     assert (snap / "freeze.txt").read_text() == broken
 
+    if name == "transformers5":
+        # the rollback snapshotted the fixed state first: rolling that back re-applies the fix
+        from doctor.fixes import snapshot as snapmod
+
+        (before,) = [s for s in snapmod.list_all(py) if s.meta.get("before_rollback_to") == meta["id"]]
+        assert before.meta["status"] == "replaced-by-rollback" and before.id in proc.stdout
+        proc = run_doctor("rollback", before.id, "--yes", "--python", py, env=UV_ENV)
+        assert proc.returncode == 0, proc.stderr
+        assert freeze(py) == before.freeze_path.read_text() != broken
+        # a bare `doctor rollback` still means "undo the last fix"
+        proc = run_doctor("rollback", "--yes", "--python", py, env=UV_ENV)
+        assert proc.returncode == 0 and meta["id"] in proc.stdout, proc.stderr
+        assert freeze(py) == broken
+
 
 @pytest.mark.realenv
 def test_failing_recheck_rolls_back(copy_of, tmp_path):
@@ -198,7 +212,7 @@ def test_failing_recheck_rolls_back(copy_of, tmp_path):
     req.write_text("setuptools==84.2.1\n")
     bad_pin = subprocess.run([envs.uv(), "pip", "compile", "--generate-hashes", "--no-header", "--no-annotate",
                               "--quiet", "--python-version", "3.11", "--exclude-newer", envs.EXCLUDE_NEWER, str(req)],
-                             capture_output=True, text=True, env=envs._uv_env(), check=True).stdout
+                             capture_output=True, text=True, env=envs.uv_env(), check=True).stdout
     start = good.index("\nsetuptools==") + 1
     end = good.index("\n", good.index("--hash", good.index("--hash", start) + 1)) + 1
     bad = tmp_path / "bad-lock.txt"

@@ -31,3 +31,22 @@ def test_lock_pins_the_constraints_that_make_the_stack_work():
     for pin in ("verl==0.4.1", "vllm==0.6.3.post1", "transformers==4.47.1", "numpy==1.26.4",
                 "setuptools==79.0.1", "tensordict==0.5.0", "ray==2.41.0", "pyarrow==25.0.1"):
         assert f"\n{pin} " in text, pin
+
+
+def test_the_wheel_ships_the_committed_lockfiles(tmp_path):
+    # doctor/lockfiles is a link to lockfiles/; the wheel (built from the sdist, as from PyPI) must
+    # hold real copies of the files.
+    import subprocess
+    import zipfile
+
+    from envs import uv, uv_env
+
+    proc = subprocess.run([uv(), "build", "-o", str(tmp_path), str(REPO)], capture_output=True,
+                          text=True, env=uv_env(), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (wheel,) = tmp_path.glob("verl_doctor-*.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        for name, stack in knowledge.stacks().items():
+            for py in stack["python"]:
+                shipped = zf.read(f"doctor/lockfiles/{name}-py{py}.txt")
+                assert shipped == (REPO / "lockfiles" / f"{name}-py{py}.txt").read_bytes()

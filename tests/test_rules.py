@@ -110,6 +110,17 @@ def test_pip_conflict_reports_violated_requirement():
                for e in found["pip.conflict"].evidence)
 
 
+def test_lockfile_fixes_name_the_lockfile_shipped_in_the_package():
+    # The fix must run after `pip install verl-doctor` too, not only inside a checkout: the path
+    # is the package's own copy (doctor/lockfiles, packaged; see test_lock for the wheel).
+    found, _ = run(set_version(WORKING, "huggingface-hub", "1.33.0"))
+    for fid in ("pip.conflict", "stack.detected"):
+        command = found[fid].fix["commands"][0]
+        path = Path(command.split()[-1])
+        assert path.is_absolute() and path.is_file(), command
+        assert path.name == "verl041-vllm063post1-py3.11.txt" and "--require-hashes" in command
+
+
 def test_unknown_import_failure_is_import_failed_with_the_dist_at_fault():
     facts = copy.deepcopy(WORKING)
     facts["imports"]["modules"]["pyarrow"] = {
@@ -147,6 +158,7 @@ def test_skipped_probes_mark_checks_skipped_not_ok():
     facts = copy.deepcopy(WORKING)
     for k in ("imports", "registry", "extensions"):
         facts[k] = None
+    # As the engine passes it: the imports probe's skip covers the extensions it provides.
     _, checks = run(facts, skipped={"imports": "--fast", "registry": "--fast", "extensions": "--fast"})
     skipped = {c["check"]: c["why"] for c in checks if c["status"] == "skipped"}
     assert skipped["vLLM can inspect Qwen2ForCausalLM"] == "skipped (--fast)"

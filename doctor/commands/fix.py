@@ -308,7 +308,10 @@ def run_rollback(args) -> int:
             targets = sorted({t for st in s.meta.get("plan", {}).get("steps", []) for t in st.get("targets", [])})
             out.print(f"{s.id}  {s.meta.get('created', '?')}  [bold]{escape(s.meta.get('status', '?'))}[/]  "
                       f"{escape(s.meta.get('target', '?'))}")
-            out.print(f"    fixes: {escape(', '.join(targets) or '-')}")
+            if s.meta.get("made_by") == "rollback":
+                out.print(f"    the state a rollback to {escape(s.meta.get('before_rollback_to') or '?')} replaced")
+            else:
+                out.print(f"    fixes: {escape(', '.join(targets) or '-')}")
         return EXIT_OK
 
     snap = snapmod.find(args.snapshot, python_arg)
@@ -337,15 +340,30 @@ def run_rollback(args) -> int:
             out.print("nothing was changed")
             return EXIT_OK
         t0 = time.perf_counter()
+        # A rollback changes the env too: snapshot what it replaces first, so it can be undone.
+        before = snapmod.create(snapmod.new_id(), python, None, _freeze_versions(now), before_rollback_to=snap.id)
+        out.print(f"  snapshot of the current state: {before.id} (undo this rollback: "
+                  f"doctor rollback {before.id} --python {escape(python)})")
         try:
             snapmod.restore(snap, python, log=lambda m: out.print(f"  [dim]$ {escape(m)}[/]"))
         except FixError as exc:
             out.print(f"[bold red]✗ rollback failed[/]: {escape(str(exc))}")
             return EXIT_FAILED
         snap.update(status="rolled-back")
+        before.update(status="replaced-by-rollback")
         out.print(f"[bold green]✓ restored[/] in {time.perf_counter() - t0:.1f} s: `uv pip freeze` is byte-identical "
                   "to the snapshot")
     return EXIT_OK
+
+
+def _freeze_versions(freeze_text: str) -> dict:
+    """{name: {"version": v}} from `uv pip freeze` lines of the form name==version."""
+    out = {}
+    for line in freeze_text.splitlines():
+        name, sep, version = line.partition("==")
+        if sep and not line.startswith("#"):
+            out[name.strip()] = {"version": version.strip()}
+    return out
 
 
 def _restores_packages(record: dict) -> bool:

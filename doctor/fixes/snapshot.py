@@ -84,8 +84,11 @@ def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def create(snap_id: str, python: str, plan, distributions: dict) -> Snapshot:
-    """Write the snapshot before anything changes; returns it (status "created")."""
+def create(snap_id: str, python: str, plan, distributions: dict, *, before_rollback_to: str | None = None) -> Snapshot:
+    """Write the snapshot before anything changes; returns it (status "created").
+
+    plan is None for the snapshot `doctor rollback` takes before it restores another one
+    (before_rollback_to: that one's ID), so that a rollback can be undone too."""
     text = packages.freeze(python)  # first: if uv cannot read the env, nothing is written
     path = snapshots_dir() / snap_id
     path.mkdir(parents=True, exist_ok=False)
@@ -96,11 +99,13 @@ def create(snap_id: str, python: str, plan, distributions: dict) -> Snapshot:
         "target": python,
         "prefix": env_prefix(python),
         "doctor_version": __version__,
-        "stack": plan.stack,
-        "lockfile": plan.lockfile,
+        "made_by": "rollback" if before_rollback_to else "fix",
+        "before_rollback_to": before_rollback_to,
+        "stack": plan.stack if plan else None,
+        "lockfile": plan.lockfile if plan else None,
         "distributions": {name: d["version"] for name, d in sorted(distributions.items())},
         "freeze_sha256": hashlib.sha256(text.encode()).hexdigest(),
-        "plan": plan.to_dict(),
+        "plan": plan.to_dict() if plan else {"steps": []},
         "status": "created",
         "applied": [],
         "history": [{"at": _now(), "status": "created"}],
@@ -135,9 +140,11 @@ def list_all(python: str | None = None) -> list[Snapshot]:
 
 
 def find(ref: str | None, python: str | None = None) -> Snapshot:
-    """A snapshot by ID, unique ID prefix or path; None → the latest (for --python's env if given)."""
+    """A snapshot by ID, unique ID prefix or path; None → the latest one taken by `doctor fix` (for
+    --python's env if given): a bare `doctor rollback` undoes the last fix, even after a rollback.
+    The snapshots a rollback takes of what it replaces are named by ID."""
     if ref is None:
-        snaps = list_all(python)
+        snaps = [s for s in list_all(python) if s.meta.get("made_by", "fix") == "fix"]
         if not snaps:
             where = f" for {python}" if python else ""
             raise UsageError(f"no snapshots{where} in {snapshots_dir()} (doctor fix writes one before changing anything)")

@@ -47,23 +47,26 @@ class TargetProbe:
     """A script run in the target: `python -c <prelude + script> ARGS`."""
 
     name: str
-    script: str
+    scripts: tuple[str, ...]  # concatenated after _prelude.py; libraries first, the probe last
     budget_s: float
     deep: bool
     args: Callable[[], list[str]] = field(default=lambda: [])
+    # Keys of the probe's output that are facts of their own (and skipped along with the probe).
+    provides: tuple[str, ...] = ()
 
     def source(self) -> str:
-        return (SCRIPTS / "_prelude.py").read_text() + "\n" + (SCRIPTS / self.script).read_text()
+        return "\n".join((SCRIPTS / s).read_text() for s in ("_prelude.py", *self.scripts))
 
 
 TARGET_PROBES = {
     p.name: p
     for p in [
-        TargetProbe("distributions", "distributions.py", budget_s=30, deep=False),
-        TargetProbe("imports", "imports.py", budget_s=240, deep=True, args=lambda: [",".join(STACK_MODULES)]),
-        TargetProbe("registry", "registry.py", budget_s=240, deep=True),
-        TargetProbe("extensions", "extensions.py", budget_s=120, deep=True),
-        TargetProbe("ray_smoke", "ray_smoke.py", budget_s=90, deep=True, args=lambda: _ray_smoke_args()),
+        TargetProbe("distributions", ("distributions.py",), budget_s=30, deep=False),
+        # The compiled extensions load in the imports probe's process, where torch already is.
+        TargetProbe("imports", ("extensions.py", "imports.py"), budget_s=240, deep=True,
+                    args=lambda: [",".join(STACK_MODULES)], provides=("extensions",)),
+        TargetProbe("registry", ("registry.py",), budget_s=240, deep=True),
+        TargetProbe("ray_smoke", ("ray_smoke.py",), budget_s=90, deep=True, args=lambda: _ray_smoke_args()),
     ]
 }
 
@@ -81,7 +84,7 @@ def run_cluster_probe(python: str, address: str, stack: dict | None = None, scal
 
     stack = stack or knowledge.default_stack()
     names = list(dict.fromkeys([c["dist"] for c in stack["constraints"]] + ["ray", "protobuf", "grpcio"]))
-    probe = TargetProbe("ray_cluster", "ray_cluster.py", budget_s=120, deep=False,
+    probe = TargetProbe("ray_cluster", ("ray_cluster.py",), budget_s=120, deep=False,
                         args=lambda: [address, ",".join(names), "90"])
     return run_target_probe(probe, python, scale)
 

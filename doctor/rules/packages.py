@@ -9,6 +9,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from doctor.findings import make
+from doctor.lock import stack_lockfile
 from doctor.rules import rule
 from doctor.rules.common import active_stack, satisfies
 
@@ -50,5 +51,5 @@ def pip_conflict(facts, ctx):
     found = conflicts(facts)
     if found:
         stack = active_stack(facts, ctx)
-        yield make("pip.conflict", found, count=len(found), stack=stack["name"],
-                   pyver=facts["markers"]["python_version"], python=ctx.python)
+        yield make("pip.conflict", found, count=len(found), stack=stack["name"], python=ctx.python,
+                   lockfile=stack_lockfile(stack["name"], facts["markers"]["python_version"]))

@@ -7,6 +7,7 @@ from packaging.version import InvalidVersion, Version
 
 from doctor import knowledge
 from doctor.findings import make
+from doctor.lock import stack_lockfile
 from doctor.rules import rule
 from doctor.rules.common import closest_stack, failure_evidence, failures_for, installed
 
@@ -19,7 +20,8 @@ def detected(facts, ctx):
         total = sum(1 for c in stack["constraints"] if installed(facts, c["dist"]))
     how = "chosen with --stack" if ctx.stack else "closest by installed versions"
     yield make("stack.detected", [f"{stack['name']}: {met} of {total} installed constraint(s) met ({how})"],
-               stack=stack["name"], met=met, total=total, python=ctx.python, pyver=facts["markers"]["python_version"])
+               stack=stack["name"], met=met, total=total, python=ctx.python,
+               lockfile=stack_lockfile(stack["name"], facts["markers"]["python_version"]))
 
 
 def adapter_accepts(verl: str, vllm: str) -> tuple[bool, dict | None]:

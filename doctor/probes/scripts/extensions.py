@@ -1,5 +1,7 @@
 # Load the compiled extensions by file, after torch (which they link against), without running
-# their packages' __init__ (that would cost a full `import vllm`).
+# their packages' __init__. A library, not a probe: the imports probe calls load_extensions() after
+# its imports, in the same process, so torch is already loaded there (a process of its own spent
+# ~3 s of CPU re-importing torch, on 2 cores in parallel with the other deep probes).
 import ctypes
 import importlib.machinery
 import importlib.util
@@ -13,14 +15,6 @@ targets = {
     "xformers._C": ("xformers", "_C", "library"),
     "vllm._C": ("vllm", "_C", "module"),
 }
-
-out = {}
-try:
-    import torch  # noqa: F401  - the extensions need libtorch loaded first
-    out["_torch"] = {"ok": True}
-except BaseException as exc:
-    out["_torch"] = dict(describe_exception(exc), ok=False)
-
 
 def find_extension(top, sub):
     if sub is None:
@@ -37,25 +31,35 @@ def find_extension(top, sub):
     return None
 
 
-for name, (top, sub, kind) in targets.items():
+def load_extensions():
+    """{name: {ok, present, path, + describe_exception()}} plus "_torch": whether torch imports.
+    An extension already loaded by its package is not run twice: CPython hands back the module it
+    initialised, and dlopen the handle it holds, so this reports the same outcome either way."""
+    out = {}
     try:
-        path = find_extension(top, sub)
+        import torch  # noqa: F401  - the extensions need libtorch loaded first
+        out["_torch"] = {"ok": True}
     except BaseException as exc:
-        out[name] = dict(describe_exception(exc), ok=False, present=False)
-        continue
-    if not path:
-        out[name] = {"ok": False, "present": False}
-        continue
-    try:
-        if kind == "library":
-            ctypes.CDLL(path)  # RTLD_NOW: unresolved symbols fail here, as in torch.ops.load_library
-        else:
-            loader = importlib.machinery.ExtensionFileLoader(name, path)
-            spec = importlib.util.spec_from_file_location(name, path, loader=loader)
-            module = importlib.util.module_from_spec(spec)
-            loader.exec_module(module)
-        out[name] = {"ok": True, "present": True, "path": path}
-    except BaseException as exc:
-        out[name] = dict(describe_exception(exc), ok=False, present=True, path=path)
+        out["_torch"] = dict(describe_exception(exc), ok=False)
+    for name, (top, sub, kind) in targets.items():
+        try:
+            path = find_extension(top, sub)
+        except BaseException as exc:
+            out[name] = dict(describe_exception(exc), ok=False, present=False)
+            continue
+        if not path:
+            out[name] = {"ok": False, "present": False}
+            continue
+        try:
+            if kind == "library":
+                ctypes.CDLL(path)  # RTLD_NOW: unresolved symbols fail here, as in torch.ops.load_library
+            else:
+                loader = importlib.machinery.ExtensionFileLoader(name, path)
+                spec = importlib.util.spec_from_file_location(name, path, loader=loader)
+                module = importlib.util.module_from_spec(spec)
+                loader.exec_module(module)
+            out[name] = {"ok": True, "present": True, "path": path}
+        except BaseException as exc:
+            out[name] = dict(describe_exception(exc), ok=False, present=True, path=path)
 
-emit(out)
+    return out

@@ -7,10 +7,16 @@ import sys
 import time
 
 modules = sys.argv[1].split(",")
-try:
-    top_to_dists = md.packages_distributions()
-except Exception:
-    top_to_dists = {}
+_top_to_dists = []  # packages_distributions() reads every RECORD: only when a failure needs it
+
+
+def top_to_dists():
+    if not _top_to_dists:
+        try:
+            _top_to_dists.append(md.packages_distributions())
+        except Exception:
+            _top_to_dists.append({})
+    return _top_to_dists[0]
 
 site_roots = sorted({os.path.dirname(p) for p in sys.path if p.endswith("site-packages")} | {p for p in sys.path if p.endswith("site-packages")}, key=len, reverse=True)
 
@@ -21,7 +27,7 @@ def dist_of_file(path):
         if path.startswith(root + os.sep):
             top = path[len(root) + 1:].split(os.sep)[0]
             top = top[:-3] if top.endswith(".py") else top
-            found = top_to_dists.get(top)
+            found = top_to_dists().get(top)
             if found:
                 return found[0]
     return None
@@ -71,4 +77,6 @@ if "vllm" in sys.modules and "transformers" in sys.modules:
         info["ok"] = False
         checks["vllm_tokenizer"] = info
 
-emit({"modules": results, "checks": checks})
+# The compiled extensions (scripts/extensions.py, prepended to this script), by file: torch and
+# whatever the imports above loaded are already in this process.
+emit_and_exit({"modules": results, "checks": checks, "extensions": load_extensions()})

@@ -97,7 +97,7 @@ def finish(reason=None):
             result["logs"] = log_tails()
         cleanup()
         done.set()
-        emit(result)
+        emit_and_exit(result)  # cleanup() above already stopped and removed everything
 
 
 def watchdog():
