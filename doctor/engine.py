@@ -11,7 +11,7 @@ from typing import Callable
 from doctor import __version__, cache
 from doctor.errors import UsageError
 from doctor.findings import Finding
-from doctor.probes import TARGET_PROBES, ProbeResult, run_local_probe, run_target_probe
+from doctor.probes import TARGET_PROBES, ProbeResult, interrupt_running, run_local_probe, run_target_probe
 from doctor.probes.environment import environment_facts
 from doctor.probes.gpu import nvml_facts, torch_cuda_build
 from doctor.probes.ray_state import ray_state_facts
@@ -66,9 +66,13 @@ def collect_facts(python: str, *, fast: bool = False, use_cache: bool = True, sc
             for n in deep_names:
                 progress(n, "start")
                 futures[n] = pool.submit(run_target_probe, TARGET_PROBES[n], python, scale)
-            for n, fut in futures.items():
-                probes[n] = fut.result()
-                progress(n, "done")
+            try:
+                for n, fut in futures.items():
+                    probes[n] = fut.result()
+                    progress(n, "done")
+            except KeyboardInterrupt:  # stop the probes now rather than wait minutes for them
+                interrupt_running()
+                raise
             if all(probes[n].ok for n in deep_names) and not skip:
                 cache.store(key, {n: {"ok": True, "data": probes[n].data, "error": None, "seconds": probes[n].seconds}
                                   for n in deep_names})

@@ -225,3 +225,63 @@ def test_failing_recheck_rolls_back(copy_of, tmp_path):
     assert doc["plan"]["steps"][0]["kind"] == "sync-lock"
     assert any("setuptools" in c for c in doc["plan"]["steps"][0]["changes"])
     assert freeze(py) == broken
+
+
+def _env_processes(prefix: str) -> list[str]:
+    """Command lines of live processes running an interpreter of this env (probes, Ray daemons)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            exe = os.readlink(f"/proc/{pid}/exe")
+        except OSError:
+            continue
+        if exe.startswith(prefix + "/") or (cmd and cmd[0].decode(errors="replace").startswith(prefix + "/")):
+            found.append(b" ".join(cmd)[:120].decode(errors="replace"))
+    return found
+
+
+@pytest.mark.realenv
+def test_ctrl_c_during_the_recheck_stops_the_probes_and_leaves_a_snapshot(copy_of, tmp_path):
+    """Ctrl-C as a terminal sends it (SIGINT to the foreground process group) while the re-check's
+    deep probes run (an empty probe cache makes them run for real: a ~20 s window): exit 130 within
+    seconds, no probe process left behind, the snapshot marked interrupted, and the rollback it
+    prints restores the broken freeze byte for byte."""
+    from doctor.fixes import snapshot as snapmod
+
+    py = copy_of("no-setuptools")
+    prefix = snapmod.env_prefix(py)
+    broken = freeze(py)
+    known = {s.id for s in snapmod.list_all(py)}
+    env = {**os.environ, **UV_ENV, "VERL_DOCTOR_CACHE_DIR": str(tmp_path / "empty-cache")}
+    proc = subprocess.Popen([sys.executable, "-m", "doctor", "fix", "--json", "--yes", "--python", py],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(REPO), env=env,
+                            start_new_session=True)
+    snap = None
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None:
+        new = [s for s in snapmod.list_all(py) if s.id not in known]
+        if new and new[0].meta.get("status") == "applied":  # applied; the re-check is running
+            snap = new[0]
+            break
+        time.sleep(0.1)
+    assert snap is not None, proc.communicate()[1][-3000:]
+    time.sleep(2)  # well inside the re-check's deep probes
+    t0 = time.monotonic()
+    os.killpg(proc.pid, 2)  # SIGINT to the group, as a terminal's Ctrl-C
+    out, err = proc.communicate(timeout=60)
+    took = time.monotonic() - t0
+    print(f"exit {took:.2f} s after Ctrl-C")
+    assert proc.returncode == 130, err[-3000:]
+    assert took < 10, f"exit took {took:.1f} s after Ctrl-C"  # 2.6 s here; 16 s when the probes were waited for
+    assert f"doctor rollback {snap.id} --yes" in err
+    assert json.loads(out)["status"] == "interrupted"
+    assert snapmod.find(snap.id).meta["status"] == "interrupted"
+    left = _env_processes(prefix)
+    assert not left, left
+
+    proc = run_doctor("rollback", snap.id, "--yes", "--python", py, env=UV_ENV)
+    assert proc.returncode == 0, proc.stderr
+    assert freeze(py) == broken

@@ -97,6 +97,11 @@ def _neutral_cwd() -> str:
     return str(d)
 
 
+# Probe processes now running (each leads its own process group), so that Ctrl-C can stop them.
+_RUNNING: set[subprocess.Popen] = set()
+_RUNNING_LOCK = threading.Lock()
+
+
 def run_target_probe(probe: TargetProbe, python: str, scale: float = 1.0, env: dict | None = None) -> ProbeResult:
     t0 = time.perf_counter()
     budget = probe.budget_s * scale
@@ -108,11 +113,16 @@ def run_target_probe(probe: TargetProbe, python: str, scale: float = 1.0, env: d
         )
     except OSError as exc:
         return ProbeResult(probe.name, False, error=f"cannot start {python}: {exc.strerror or exc}")
+    with _RUNNING_LOCK:
+        _RUNNING.add(proc)
     try:
         out, err = proc.communicate(timeout=budget)
     except subprocess.TimeoutExpired:
         _kill_group(proc)
         return ProbeResult(probe.name, False, error=f"timed out after {budget:.0f} s (killed)", seconds=time.perf_counter() - t0)
+    finally:
+        with _RUNNING_LOCK:
+            _RUNNING.discard(proc)
     seconds = time.perf_counter() - t0
     text = out.decode(errors="replace")
     if MARKER in text:
@@ -123,6 +133,25 @@ def run_target_probe(probe: TargetProbe, python: str, scale: float = 1.0, env: d
             return ProbeResult(probe.name, False, error=f"unreadable probe output: {exc}", seconds=seconds)
     tail = (err.decode(errors="replace").strip().splitlines() or ["no output"])[-1]
     return ProbeResult(probe.name, False, error=f"exited {proc.returncode}: {tail}", seconds=seconds)
+
+
+def interrupt_running(grace_s: float = 10.0) -> None:
+    """Ctrl-C reached the doctor: pass it on to the probes (they run in sessions of their own, so a
+    terminal's SIGINT does not reach them), as a terminal would. The Ray smoke then stops and
+    removes its private instance itself; whatever still runs after grace_s is killed."""
+    with _RUNNING_LOCK:
+        procs = list(_RUNNING)
+    for proc in procs:
+        try:
+            os.killpg(proc.pid, signal.SIGINT)
+        except (ProcessLookupError, PermissionError):
+            pass
+    deadline = time.monotonic() + grace_s
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
