@@ -254,12 +254,11 @@ def test_doctor_check_recipe_joins_config_findings(tmp_path):
 @pytest.mark.realenv
 def test_preflight_and_quick_run_fail_cleanly_naming_the_gpu_requirement(tmp_path):
     py = str(envs.build("working"))
-    env = {"VERL_DOCTOR_PREFLIGHT_FAST": "1"}
-    p = recipes("run", "gsm8k-2xA100", "--preflight-only", "--python", py, env=env)
+    p = recipes("run", "gsm8k-2xA100", "--preflight-only", "--preflight-fast", "--python", py)
     assert p.returncode == 3, p.stderr
     assert "✗ GPUs: recipe gsm8k-2xA100 needs 2 GPU(s) with ≥ 40 GiB each; this machine has no usable NVIDIA GPU" in p.stdout
     assert "✓ data:train" in p.stdout and "✓ config: verl 0.4.1" in p.stdout and "Traceback" not in p.stderr
-    p = recipes("run", "gsm8k-smoke-1gpu", "--quick", "--python", py, "--out", str(tmp_path / "r"), "--json", env=env)
+    p = recipes("run", "gsm8k-smoke-1gpu", "--quick", "--preflight-fast", "--python", py, "--out", str(tmp_path / "r"), "--json")
     assert p.returncode == 3
     doc = json.loads(p.stdout)
     assert doc["status"] == "preflight-failed" and "needs 1 GPU(s)" in doc["reason"]
@@ -270,13 +269,14 @@ def test_preflight_and_quick_run_fail_cleanly_naming_the_gpu_requirement(tmp_pat
 
 
 def double_env(**extra) -> dict:
-    return {"VERL_DOCTOR_TRAINER_CMD": f"{{python}} {DOUBLE}", "VERL_DOCTOR_SKIP_PREFLIGHT": "1",
+    return {"VERL_DOCTOR_TRAINER_CMD": f"{{python}} {DOUBLE}",
             "REPLAY_STEP_DELAY": "0.01", **extra}
 
 
 def test_run_quick_passes_with_live_progress_and_summary(tmp_path):
     out = tmp_path / "run"
-    p = recipes("run", "gsm8k-smoke-1gpu", "--quick", "--python", sys.executable, "--out", str(out), env=double_env())
+    p = recipes("run", "gsm8k-smoke-1gpu", "--quick", "--skip-preflight", "--python", sys.executable, "--out", str(out),
+                env=double_env())
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr
     assert "[recipes] step 2 (3/3)" in p.stderr and "reward 0.004" in p.stderr
     assert "verdict: PASS" in p.stdout
@@ -292,14 +292,15 @@ def test_run_band_missed_exits_1(tmp_path):
                                 "source": "test", "status": "measured"})
     f = tmp_path / "r.yaml"
     f.write_text(yaml.safe_dump(r))
-    p = recipes("run", str(f), "--quick", "--python", sys.executable, "--out", str(tmp_path / "o"), env=double_env())
+    p = recipes("run", str(f), "--quick", "--skip-preflight", "--python", sys.executable, "--out", str(tmp_path / "o"),
+                env=double_env())
     assert p.returncode == 1 and "verdict: BAND MISSED" in p.stdout
     s = json.loads((tmp_path / "o" / "summary.json").read_text())
     assert s["status"] == "band-missed" and not s["bands"][-1]["passed"] and s["bands"][-1]["value"] == 0.004
 
 
 def test_run_failure_exits_3_and_shows_the_error(tmp_path):
-    p = recipes("run", "gsm8k-smoke-1gpu", "--python", sys.executable, "--out", str(tmp_path / "o"),
+    p = recipes("run", "gsm8k-smoke-1gpu", "--skip-preflight", "--python", sys.executable, "--out", str(tmp_path / "o"),
                 env=double_env(REPLAY_FAIL_AT="2"))
     assert p.returncode == 3 and "verdict: RUN FAILED" in p.stdout
     assert "CUDA out of memory" in p.stderr  # doctor triage of console.log (or its last error lines)
@@ -325,7 +326,8 @@ def test_ctrl_c_kills_only_the_trainers_process_group(tmp_path):
     env = dict(os.environ, **double_env(REPLAY_STEP_DELAY="0.3", REPLAY_HANG="1", REPLAY_PIDFILE=str(pidfile)))
     bystander = subprocess.Popen(["sleep", "60"])  # another job of this user: must survive
     proc = subprocess.Popen([sys.executable, "-c", "import sys; from doctor.recipes.cli import main; sys.exit(main())",
-                             "run", "gsm8k-smoke-1gpu", "--python", sys.executable, "--out", str(tmp_path / "o")],
+                             "run", "gsm8k-smoke-1gpu", "--skip-preflight", "--python", sys.executable,
+                             "--out", str(tmp_path / "o")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=str(REPO))
     try:
         seen = []

@@ -25,6 +25,11 @@ def build_parser() -> _Parser:
     r.add_argument("--quick", action="store_true", help="the recipe's quick mode (max_steps)")
     r.add_argument("--out", metavar="DIR", help="output directory (default: runs/<recipe>-<time>)")
     r.add_argument("--preflight-only", action="store_true")
+    pf = r.add_mutually_exclusive_group()
+    pf.add_argument("--preflight-fast", action="store_true",
+                    help="the preflight's doctor check without its deep probes (GPU, model, data and config are still checked)")
+    pf.add_argument("--skip-preflight", action="store_true",
+                    help="start the trainer without any preflight (you vouch for the machine)")
     r.add_argument("--json", action="store_true")
 
     rp = sub.add_parser("report", help="parse a verl console log: metrics.jsonl, summary.json, report.html")

@@ -14,8 +14,8 @@ Exit: 0 every gating band met, 1 a band missed, 3 the run (or its preflight) fai
 
 VERL_DOCTOR_TRAINER_CMD replaces `python -m verl.trainer.main_ppo` (shell words; `{python}` is the
 target interpreter): the overrides are appended. Tests inject tests/doubles/replay_trainer.py with it.
-VERL_DOCTOR_SKIP_PREFLIGHT=1 skips the preflight (for that test double on a machine without GPUs);
-VERL_DOCTOR_PREFLIGHT_FAST=1 runs its doctor check without the deep probes."""
+--skip-preflight starts the trainer without a preflight (the tests use it with that double on a
+machine without GPUs); --preflight-fast runs the preflight's doctor check without the deep probes."""
 
 from __future__ import annotations
 
@@ -133,16 +133,16 @@ def _target_preflight(python: str, model_path: str | None, files: dict) -> dict:
     return r.data if r.ok else {"error": r.error}
 
 
-def preflight(recipe: dict, res: dict, python: str, say=None) -> list[Check]:
+def preflight(recipe: dict, res: dict, python: str, say=None, fast: bool = False) -> list[Check]:
     from doctor.engine import run_check
     from doctor.recipes.lint import lint_recipe
 
     say = say or (lambda msg: None)
     checks: list[Check] = []
     say("doctor check of the target …")
-    # VERL_DOCTOR_PREFLIGHT_FAST=1: the check without its deep probes (imports, registry, Ray smoke;
-    # ~2 min cold, cached afterwards) — the GPU, model and data checks below do not need them.
-    result = run_check(python, fast=os.environ.get("VERL_DOCTOR_PREFLIGHT_FAST") == "1")
+    # fast (--preflight-fast): the check without its deep probes (imports, registry, Ray smoke; ~20 s
+    # cold, cached afterwards) — the GPU, model and data checks below do not need them.
+    result = run_check(python, fast=fast)
     errors = [f for f in result.findings if f.severity == "error"]
     if errors:
         checks.append(Check("doctor check", False, f"{len(errors)} error(s): " +
@@ -425,12 +425,12 @@ def run_recipe(args) -> int:
     summary = {"recipe": recipe["name"], "mode": "quick" if args.quick else "full", "python": python,
                "out": str(out), "preflight": None}
 
-    if os.environ.get("VERL_DOCTOR_SKIP_PREFLIGHT") == "1":
-        info.write(f"recipes run {recipe['name']}: preflight skipped (VERL_DOCTOR_SKIP_PREFLIGHT=1)\n")
+    if args.skip_preflight:
+        info.write(f"recipes run {recipe['name']}: preflight skipped (--skip-preflight)\n")
     else:
         info.write(f"recipes run {recipe['name']}: preflight\n")
         info.flush()
-        checks = preflight(recipe, res, python, say=lambda m: None)
+        checks = preflight(recipe, res, python, say=lambda m: None, fast=args.preflight_fast)
         _print_preflight(checks, info)
         summary["preflight"] = [asdict(c) for c in checks]
         failed = [c for c in checks if not c.ok]

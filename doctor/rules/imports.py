@@ -4,6 +4,7 @@ one cause (the same message) are grouped into one finding."""
 
 from __future__ import annotations
 
+from doctor import knowledge
 from doctor.findings import make
 from doctor.rules import rule
 from doctor.rules.common import failure_evidence, import_failures
@@ -11,14 +12,15 @@ from doctor.rules.common import failure_evidence, import_failures
 
 @rule("the stack's modules import", "imports", needs=("imports",))
 def failed(facts, ctx):
+    owned_by_ray = knowledge.load("ray")["imports"]
     groups: dict[tuple, list] = {}
     for module, info, fid in import_failures(facts):
         groups.setdefault((fid or "import.failed", info.get("message")), []).append((module, info))
     for (fid, _msg), items in groups.items():
         modules = [m for m, _ in items]
         first, info = items[0]
-        if fid == "import.failed" and first.split(".")[0] == "ray":
-            continue  # an unexplained Ray import failure is ray.import-failed (rules/ray.py)
+        if fid == "import.failed" and first in owned_by_ray["modules"]:
+            continue  # reported by rules/ray.py as owned_by_ray["finding"] (knowledge/ray.yaml `imports`)
         label = first if len(modules) == 1 else f"{first} (and {', '.join(modules[1:])})"
         evidence = [failure_evidence(first, info)]
         if len(modules) > 1:

@@ -140,7 +140,7 @@ def _ray_protobuf_spec(facts: dict) -> tuple[str | None, str]:
 
 
 def _ray_import_failures(facts: dict) -> list[tuple[str, dict]]:
-    mods = knowledge.load("ray")["protobuf"]["modules"]
+    mods = knowledge.load("ray")["imports"]["modules"]
     out = [(m, i) for m, i in ((facts.get("imports") or {}).get("modules") or {}).items()
            if m in mods and not i.get("ok")]
     smoke = facts.get("ray_smoke") or {}
