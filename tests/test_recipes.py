@@ -219,6 +219,28 @@ def test_seed_command_fails_on_verl_020post1_with_exactly_two_unknown_keys():
 
 
 @pytest.mark.realenv
+def test_write_fixed_makes_the_seed_command_compose_on_verl_020post1(tmp_path):
+    """--write-fixed: a NEW file with the two rejected keys appended with '+', which the installed
+    verl 0.2.0.post1's Hydra then composes (a second real compose); the input is not touched."""
+    seed = tmp_path / "seed.overrides"
+    seed.write_bytes(SEED.read_bytes())
+    out = tmp_path / "fixed.overrides"
+    rc, doc = lint_json("verl020post1", "--overrides-file", str(seed), "--write-fixed", str(out))
+    assert rc == 0, doc["after"]["findings"]
+    assert sorted((c["override"], c["replacement"]) for c in doc["changes"]) == [
+        ("algorithm.kl_ctrl.target_kl=0.05", "+algorithm.kl_ctrl.target_kl=0.05"),
+        ("trainer.val_before_train=False", "+trainer.val_before_train=False")]
+    assert len(doc["before"]["rejected"]) == 2 and doc["after"]["rejected"] == [] and doc["after"]["composed"]
+    lines = [ln for ln in out.read_text().splitlines() if ln and not ln.startswith("#")]
+    assert len(lines) == len(doc["before"]["overrides"]) and "+trainer.val_before_train=False" in lines
+    assert seed.read_bytes() == SEED.read_bytes()
+    # an existing file is never overwritten: one line, exit 2, before any compose
+    p = recipes("lint", "--overrides-file", str(seed), "--python", sys.executable, "--write-fixed", str(seed))
+    assert p.returncode == 2 and "it exists" in p.stderr and "Traceback" not in p.stderr
+    assert seed.read_bytes() == SEED.read_bytes()
+
+
+@pytest.mark.realenv
 def test_seed_command_composes_on_verl_041_but_its_kl_settings_are_inert():
     rc, doc = lint_json("working", "--overrides-file", str(SEED))
     ids = {f["id"] for f in doc["findings"]}

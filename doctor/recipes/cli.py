@@ -17,6 +17,8 @@ def build_parser() -> _Parser:
     ln.add_argument("name", nargs="?", help="recipe name or YAML file")
     ln.add_argument("--python", metavar="PATH", help="target interpreter (default: the active one)")
     ln.add_argument("--overrides-file", metavar="F", help="Hydra overrides, one per line (alone: lint only these)")
+    ln.add_argument("--write-fixed", metavar="NEW_FILE",
+                    help="write the overrides with every rejected key fixed to a new file, then lint that file")
     ln.add_argument("--json", action="store_true")
 
     r = sub.add_parser("run", help="preflight, then run the recipe with verl.trainer.main_ppo")

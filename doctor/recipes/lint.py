@@ -14,7 +14,7 @@ from doctor.errors import UsageError
 from doctor.findings import Finding
 from doctor.probes import SCRIPTS as PROBE_SCRIPTS
 from doctor.probes import TargetProbe, run_target_probe
-from doctor.rules.config import ConfigContext, evaluate_config, get, override_map
+from doctor.rules.config import ConfigContext, evaluate_config, get, override_map, unknown_key_replacement
 
 SCRIPTS = Path(__file__).parent / "scripts"
 COMPOSE_BUDGET_S = 120
@@ -33,6 +33,7 @@ class LintResult:
     findings: list[Finding] = field(default_factory=list)
     checks: list[dict] = field(default_factory=list)
     overrides: list[str] = field(default_factory=list)
+    ctx: ConfigContext | None = None
 
     def to_dict(self) -> dict:
         c = self.compose
@@ -45,7 +46,7 @@ class LintResult:
 def compose(python: str, overrides: list[str]) -> dict:
     readers = {e["key"]: e["readers"] for e in knowledge.load("config_rules")["ignored_keys"]}
     arg = json.dumps({"overrides": overrides, "readers": readers})
-    probe = _ComposeProbe("compose", "compose.py", COMPOSE_BUDGET_S, False, args=lambda: [arg])
+    probe = _ComposeProbe("compose", ("compose.py",), COMPOSE_BUDGET_S, False, args=lambda: [arg])
     res = run_target_probe(probe, python)
     if not res.ok:
         raise UsageError(f"--python {python}: cannot compose verl's config there ({res.error})")
@@ -65,7 +66,8 @@ def lint_overrides(python: str, overrides: list[str], source: str, model_path: s
                         keys=data.get("keys", []), readers=data.get("readers", {}), model=model,
                         model_source=model_src, source=source)
     findings, checks = evaluate_config(ctx)
-    return LintResult(source=source, python=python, compose=data, findings=findings, checks=checks, overrides=overrides)
+    return LintResult(source=source, python=python, compose=data, findings=findings, checks=checks, overrides=overrides,
+                      ctx=ctx)
 
 
 def lint_recipe(python: str, name: str, extra: list[str] | None = None, quick: bool = False) -> LintResult:
@@ -104,12 +106,52 @@ def render_text(r: LintResult, out=None) -> None:
     console.print(f"\n[bold {colour}]{errors} error(s), {warnings} warning(s)[/]")
 
 
+def fixed_overrides(r: LintResult) -> tuple[list[str], list[dict]]:
+    """The overrides with every one Hydra rejected replaced (config.unknown-key's fix), and the
+    changes made. Other findings are judgements (batch sizes, memory) and are left to the user."""
+    by_override = {x["override"]: unknown_key_replacement(x, r.ctx) for x in r.compose.get("rejected", [])}
+    lines, changes = [], []
+    for o in r.overrides:
+        fix = by_override.get(o)
+        if fix is None:
+            lines.append(o)
+            continue
+        changes.append(fix)
+        lines.append(f"# verl-doctor: was {o}  ({fix['why']})")
+        if fix["replacement"] is None:
+            lines.append(f"# verl-doctor: dropped {o}")
+        else:
+            if fix["note"]:
+                lines.append(f"# verl-doctor: note: {fix['note']}")
+            lines.append(fix["replacement"])
+    return lines, changes
+
+
+def write_fixed(r: LintResult, path: str) -> tuple[Path, list[dict]]:
+    """Write the fixed overrides to a NEW file (never over the user's): one override per line, each
+    change explained by the comment lines above it. Exit 2 when the path exists or is unwritable."""
+    out = Path(path)
+    if out.exists():
+        raise UsageError(f"--write-fixed {path}: it exists; name a new file (the doctor never overwrites one)")
+    lines, changes = fixed_overrides(r)
+    header = [f"# Hydra overrides for verl {r.compose.get('verl')}, written by `recipes lint --write-fixed` from "
+              f"{r.source}", "# (one override per line: recipes lint/run --overrides-file, or join them for main_ppo)"]
+    try:
+        with open(out, "x", encoding="utf-8") as fh:
+            fh.write("\n".join(header + lines) + "\n")
+    except OSError as exc:
+        raise UsageError(f"--write-fixed {path}: cannot write it ({exc.strerror or exc})")
+    return out, changes
+
+
 def run_lint(args) -> int:
     from doctor.recipes.catalog import read_overrides_file
     from doctor.target import resolve_python
 
     if not args.name and not args.overrides_file:
         raise UsageError("give a recipe NAME (or YAML file) and/or --overrides-file F")
+    if getattr(args, "write_fixed", None) and Path(args.write_fixed).exists():  # before the compose
+        raise UsageError(f"--write-fixed {args.write_fixed}: it exists; name a new file (the doctor never overwrites one)")
     extra = read_overrides_file(args.overrides_file) if args.overrides_file else []
     python = resolve_python(args.python)
     if args.name:
@@ -120,8 +162,29 @@ def run_lint(args) -> int:
         if not extra:
             raise UsageError(f"--overrides-file {args.overrides_file}: no overrides in it")
         result = lint_overrides(python, extra, args.overrides_file)
+    if getattr(args, "write_fixed", None):
+        return _write_fixed_and_relint(result, python, args)
     if args.json:
         sys.stdout.write(json.dumps(result.to_dict(), indent=1, default=str) + "\n")
     else:
         render_text(result)
     return 1 if any(f.severity == "error" for f in result.findings) else 0
+
+
+def _write_fixed_and_relint(result: LintResult, python: str, args) -> int:
+    """--write-fixed: write the fixed overrides, then lint that file alone (a real compose again)."""
+    from doctor.recipes.catalog import read_overrides_file
+
+    path, changes = write_fixed(result, args.write_fixed)
+    again = lint_overrides(python, read_overrides_file(str(path)), str(path))
+    if args.json:
+        doc = {"written": str(path), "changes": changes, "before": result.to_dict(), "after": again.to_dict()}
+        sys.stdout.write(json.dumps(doc, indent=1, default=str) + "\n")
+    else:
+        render_text(result)
+        print(f"\nwrote {path}: {len(changes)} override(s) changed")
+        for c in changes:
+            print(f"  {c['override']}  →  {c['replacement'] or '(dropped)'}")
+        print(f"\nre-lint of {path} alone:")
+        render_text(again)
+    return 1 if any(f.severity == "error" for f in again.findings) else 0

@@ -98,27 +98,37 @@ def world_size(cfg: dict) -> int:
 # -- rules -------------------------------------------------------------------------------------
 
 
+def unknown_key_replacement(r: dict, ctx: ConfigContext) -> dict:
+    """What to write instead of an override Hydra rejected: {override, key, nearest, replacement (None:
+    drop it), note, why}. Shared by the rule below and `recipes lint --write-fixed`."""
+    plus = {p["key"]: p for p in K()["plus_keys"]}
+    key, o = r["key"], r["override"]
+    value = o.split("=", 1)[1] if "=" in o else ""
+    near = difflib.get_close_matches(key, ctx.keys, n=1, cutoff=0.6)
+    nearest = near[0] if near and near[0] != key else None
+    p = plus.get(key)
+    out = {"override": o, "key": key, "nearest": nearest, "note": None}
+    if p and ctx.verl and not verl_at_least(ctx, p["verl_below"]):
+        out.update(replacement=f"+{key}={value}", note=p.get("needs"),
+                   why=f"verl {ctx.verl} reads {key} with .get() but its YAML does not declare it: append it with '+'")
+    elif nearest:
+        out.update(replacement=f"{nearest}={value}", why=f"the nearest real key of verl {ctx.verl} is {nearest}")
+    else:
+        out.update(replacement=None, why=f"verl {ctx.verl} has no such key and no close one")
+    return out
+
+
 @config_rule("Hydra accepts every override (struct mode, installed verl's ppo_trainer.yaml)", needs_config=False)
 def unknown_keys(ctx: ConfigContext):
-    plus = {p["key"]: p for p in K()["plus_keys"]}
     for r in ctx.rejected:
-        key, o = r["key"], r["override"]
-        value = o.split("=", 1)[1] if "=" in o else ""
-        near = difflib.get_close_matches(key, ctx.keys, n=1, cutoff=0.6)
-        nearest = near[0] if near and near[0] != key else None
-        p = plus.get(key)
-        if p and ctx.verl and not verl_at_least(ctx, p["verl_below"]):
-            suggestion = f"+{key}={value}" + (f"  (and {p['needs']})" if p.get("needs") else "")
-            why = f"verl {ctx.verl} reads {key} with .get() but its YAML does not declare it: append it with '+'"
-        elif nearest:
-            suggestion = f"{nearest}={value}"
-            why = f"the nearest real key of verl {ctx.verl} is {nearest}"
+        fix = unknown_key_replacement(r, ctx)
+        if fix["replacement"] is None:
+            suggestion = f"drop {fix['override']}"
         else:
-            suggestion = f"drop {o}"
-            why = f"verl {ctx.verl} has no such key and no close one"
-        ev = [f"{ctx.source}: {o}", f"Hydra: {r['message']}", why]
-        yield make("config.unknown-key", ev, key=key, verl=ctx.verl or "?", override=o,
-                   nearest=nearest or "none", suggestion=suggestion)
+            suggestion = fix["replacement"] + (f"  (and {fix['note']})" if fix["note"] else "")
+        ev = [f"{ctx.source}: {fix['override']}", f"Hydra: {r['message']}", fix["why"]]
+        yield make("config.unknown-key", ev, key=fix["key"], verl=ctx.verl or "?", override=fix["override"],
+                   nearest=fix["nearest"] or "none", suggestion=suggestion)
 
 
 @config_rule("target_kl only acts with an adaptive KL controller")
