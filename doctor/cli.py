@@ -27,7 +27,9 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("check", help="inspect the target interpreter and report findings")
     c.add_argument("--python", metavar="PATH", help="target interpreter (default: the active one)")
     c.add_argument("--json", action="store_true", help="one JSON object on stdout, nothing else")
-    c.add_argument("--fast", action="store_true", help="skip the import, registry and extension probes")
+    c.add_argument("--html", metavar="FILE", help="also write a self-contained HTML report (for a bug report)")
+    c.add_argument("--fast", action="store_true",
+                   help="skip the deep probes (imports with the compiled extensions, registry, Ray smoke)")
     c.add_argument("--no-cache", action="store_true", help="run the deep probes even if cached")
     c.add_argument("--skip-probe", action="append", default=[], metavar="NAME",
                    help="skip a deep probe (imports (with the compiled extensions), registry, ray_smoke); repeatable")

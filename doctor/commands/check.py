@@ -37,6 +37,11 @@ def run_check(args) -> int:
         from doctor.errors import UsageError
 
         raise UsageError(f"--lock {args.lock}: no such file")
+    html_out = None
+    if getattr(args, "html", None):  # a bad output path: exit 2 before any probe
+        from doctor.report.html_report import check_output_path
+
+        html_out = check_output_path(args.html)
     if getattr(args, "recipe", None):  # bad recipe: exit 2 before any probe
         from doctor.recipes.catalog import load as load_recipe
 
@@ -78,4 +83,10 @@ def run_check(args) -> int:
         from doctor.report.text import render
 
         render(result)
+    if html_out is not None:
+        from doctor.report.html_report import write
+
+        write(result, html_out)
+        if not args.json:
+            print(f"HTML report: {html_out}")
     return exit_code(result, args.strict)
