@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import check_json, finding, ids
+from conftest import check_json, finding, ids, run_doctor
 
 pytestmark = pytest.mark.realenv
 
@@ -78,6 +78,29 @@ def test_check_lock_reports_real_drift_on_a_changed_package():
     _, doc = check_json("transformers5", "--fast", "--lock", str(LOCK_041))
     ev = finding(doc, "lock.drift")["evidence"]
     assert "different: transformers 5.0.0 installed, 4.47.1 locked" in ev
+
+
+def test_an_interpreter_without_the_stack_says_so_once(tmp_path):
+    """The newcomer's most common mistake: --python names an interpreter that is not the training
+    env (here a fresh uv venv). One error that says so, no import.failed per module, and the checks
+    about vLLM, Ray and the kernels skipped ("… is not installed") rather than passing."""
+    import envs, json, subprocess
+
+    py = envs.python_of(tmp_path / "bare")
+    subprocess.run([envs.uv(), "venv", "-q", "--python", envs.sys.executable, str(tmp_path / "bare")], check=True)
+    proc = run_doctor("check", "--json", "--python", str(py), env={"VERL_DOCTOR_CACHE_DIR": str(tmp_path / "cache")})
+    doc = json.loads(proc.stdout)
+    assert proc.returncode == 1
+    f = finding(doc, "stack.dists-missing")
+    assert f["severity"] == "error" and f["title"].startswith("10 of the stack's distributions are not installed: verl, vllm, torch")
+    assert any("none of verl, vllm, torch is installed" in e and "--python PATH" in e for e in f["evidence"])
+    assert any(e.startswith("imports that fail only because of it: numpy, pyarrow, torch") for e in f["evidence"])
+    assert "import.failed" not in ids(doc) and "ray.import-failed" not in ids(doc)
+    status = {c["check"]: (c["status"], c.get("why")) for c in doc["checks"]}
+    assert status["vLLM can inspect Qwen2ForCausalLM"] == ("skipped", "vllm is not installed")
+    assert status["a private Ray instance starts and runs a task"] == ("skipped", "ray is not installed")
+    assert status["xformers._C loads against this torch"] == ("skipped", "xformers is not installed")
+    assert status["the stack's modules import"][0] == "error"  # its failures are the finding's
 
 
 def test_deep_probes_are_cached_and_invalidated_by_the_environment(tmp_path):

@@ -121,6 +121,28 @@ def test_lockfile_fixes_name_the_lockfile_shipped_in_the_package():
         assert path.name == "verl041-vllm063post1-py3.11.txt" and "--require-hashes" in command
 
 
+def test_a_missing_stack_dist_is_one_finding_and_its_checks_are_skipped():
+    facts = copy.deepcopy(WORKING)
+    del facts["distributions"]["vllm"]
+    gone = {"ok": False, "type": "ModuleNotFoundError", "message": "ModuleNotFoundError: No module named 'vllm'",
+            "missing_module": "vllm", "chain": []}
+    for m in ("vllm", "verl.third_party.vllm"):
+        facts["imports"]["modules"][m] = dict(gone)
+    found, checks = run(facts)
+    f = found["stack.dists-missing"]
+    assert f.severity == "error" and f.evidence[0].startswith("not installed: vllm (stack verl041-vllm063post1")
+    (folded,) = [e for e in f.evidence if e.startswith("imports that fail only because of it: ")]
+    assert set(folded.split(": ", 1)[1].split(", ")) == {"vllm", "verl.third_party.vllm"}
+    assert not any("none of verl, vllm, torch" in e for e in f.evidence)  # verl and torch are there
+    assert "import.failed" not in found
+    status = {c["check"]: (c["status"], c.get("why")) for c in checks}
+    assert status["vllm._C loads"] == ("skipped", "vllm is not installed")
+    assert status["verl accepts the installed vLLM"] == ("skipped", "vllm is not installed")
+    assert status["the stack's modules import"][0] == "error"
+    # the working facts: nothing missing (flash-attn has its own finding: flash-attn.missing)
+    assert "stack.dists-missing" not in run(WORKING)[0]
+
+
 def test_unknown_import_failure_is_import_failed_with_the_dist_at_fault():
     facts = copy.deepcopy(WORKING)
     facts["imports"]["modules"]["pyarrow"] = {

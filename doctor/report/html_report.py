@@ -124,7 +124,10 @@ def render(result) -> str:
             body.append(f'<div class="check s-{_e(c["status"])}"><span class="mark">{MARK[c["status"]]}</span>'
                         f'{_e(c["check"])}{why}</div>')
             for fid in c["ids"]:
-                if fid not in shown and fid in by_id:
+                if fid in shown:  # one finding from two checks: its details are shown once
+                    body.append(f'<div class="finding {_e(by_id[fid].severity)} meta" data-see="{_e(fid)}">'
+                                f'<span class="fid">{_e(fid)}</span> (above)</div>')
+                elif fid in by_id:
                     shown.add(fid)
                     body.append(_finding(by_id[fid]))
     rest = [f for f in result.findings if f.id not in shown]  # findings of no listed check (none today)

@@ -29,7 +29,9 @@ def render(result, console: Console | None = None) -> None:
             extra = f" [dim]({c['why']})[/]" if c["status"] == "skipped" else ""
             console.print(f"  [{colour}]{mark}[/] {escape(c['check'])}{extra}")
             for fid in c["ids"]:
-                if fid in shown:
+                if fid in shown:  # one finding from two checks: its details are printed once
+                    m, col = MARK[by_id[fid].severity]
+                    console.print(f"      [{col}]{m} {fid}[/] [dim](above)[/]")
                     continue
                 shown.add(fid)
                 _finding(console, by_id[fid])

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
+from packaging.utils import canonicalize_name
+
 from doctor.findings import Finding, report_order, worst
 
 
@@ -30,14 +32,17 @@ class Rule:
     area: str
     needs: tuple[str, ...]
     applies: Callable[[Context], str | None] | None = None  # returns why it does not apply, or None
+    # Distributions the check is about: when one is not installed, the check is skipped ("vllm is
+    # not installed") instead of passing with nothing to look at (stack.dists-missing reports it).
+    requires: tuple[str, ...] = ()
 
 
 RULES: list[Rule] = []
 
 
-def rule(check: str, area: str, needs: tuple[str, ...] = (), applies=None):
+def rule(check: str, area: str, needs: tuple[str, ...] = (), applies=None, requires: tuple[str, ...] = ()):
     def register(fn):
-        RULES.append(Rule(fn, check, area, needs, applies))
+        RULES.append(Rule(fn, check, area, needs, applies, requires))
         return fn
     return register
 
@@ -57,6 +62,11 @@ def evaluate(facts: dict, ctx: Context) -> tuple[list[Finding], list[dict]]:
         not_applicable = r.applies(ctx) if r.applies else None
         if not_applicable:
             checks.append({"check": r.check, "area": r.area, "status": "skipped", "why": not_applicable, "ids": []})
+            continue
+        absent = [d for d in r.requires if canonicalize_name(d) not in (facts.get("distributions") or {})]
+        if absent:
+            why = f"{' and '.join(absent)} {'is' if len(absent) == 1 else 'are'} not installed"
+            checks.append({"check": r.check, "area": r.area, "status": "skipped", "why": why, "ids": []})
             continue
         missing = [n for n in r.needs if facts.get(n) is None]
         if missing:

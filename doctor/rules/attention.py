@@ -47,7 +47,7 @@ def _abi_rule(ext_name: str, finding_id: str):
     return check
 
 
-rule("flash_attn_2_cuda loads against this torch", "attention", needs=("extensions",))(
+rule("flash_attn_2_cuda loads against this torch", "attention", needs=("extensions",), requires=("flash-attn",))(
     _abi_rule("flash_attn_2_cuda", "flash-attn.abi-mismatch"))
-rule("xformers._C loads against this torch", "attention", needs=("extensions",))(
+rule("xformers._C loads against this torch", "attention", needs=("extensions",), requires=("xformers",))(
     _abi_rule("xformers._C", "xformers.abi-mismatch"))

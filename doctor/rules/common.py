@@ -85,3 +85,24 @@ def human_bytes(n: float) -> str:
             return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
         n /= 1024
     return f"{n} B"
+
+
+def missing_stack_dists(facts: dict, stack: dict) -> list[str]:
+    """The stack's distributions that are not installed: its top-level requirements, then the
+    distributions of the modules the imports probe loads (pyarrow, triton, xformers: verl's and
+    vLLM's own requirements), except those a finding of their own reports when missing
+    (findings.yaml `missing_dist`)."""
+    from packaging.requirements import Requirement
+
+    from doctor.probes import STACK_MODULES
+
+    own = {canonicalize_name(d["missing_dist"]) for d in knowledge.load("findings") if d.get("missing_dist")}
+    names = [canonicalize_name(Requirement(text).name) for text in stack.get("requirements", [])]
+    names += [canonicalize_name(m.split(".")[0]) for m in STACK_MODULES]
+    return [n for n in dict.fromkeys(names) if n not in own and n not in facts["distributions"]]
+
+
+def fails_for_missing_dist(info: dict, missing: list[str]) -> bool:
+    """An import that fails only because a missing distribution's top-level module is absent."""
+    mod = (info.get("missing_module") or "").split(".")[0]
+    return bool(mod) and info.get("type") == "ModuleNotFoundError" and canonicalize_name(mod) in missing

@@ -7,15 +7,26 @@ from __future__ import annotations
 from doctor import knowledge
 from doctor.findings import make
 from doctor.rules import rule
-from doctor.rules.common import failure_evidence, import_failures
+from doctor.rules.common import (active_stack, fails_for_missing_dist, failure_evidence, import_failures,
+                                 missing_stack_dists)
+from doctor.rules.stack import dists_missing_finding
 
 
 @rule("the stack's modules import", "imports", needs=("imports",))
 def failed(facts, ctx):
     owned_by_ray = knowledge.load("ray")["imports"]
+    stack = active_stack(facts, ctx)
+    missing = missing_stack_dists(facts, stack)
     groups: dict[tuple, list] = {}
+    folded = []
     for module, info, fid in import_failures(facts):
+        if fid is None and fails_for_missing_dist(info, missing):
+            folded.append(module)  # the distribution is simply not installed: stack.dists-missing
+            continue
         groups.setdefault((fid or "import.failed", info.get("message")), []).append((module, info))
+    if folded:
+        yield dists_missing_finding(facts, ctx, stack, missing,
+                                    ["imports that fail only because of it: " + ", ".join(folded)])
     for (fid, _msg), items in groups.items():
         modules = [m for m, _ in items]
         first, info = items[0]

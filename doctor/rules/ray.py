@@ -164,7 +164,7 @@ def _grouped_evidence(failures: list[tuple[str, dict]]) -> list[str]:
     return out
 
 
-@rule("protobuf fits Ray's generated modules and declared range", "ray", needs=("distributions",))
+@rule("protobuf fits Ray's generated modules and declared range", "ray", needs=("distributions",), requires=("ray",))
 def protobuf_incompatible(facts, ctx):
     ray_v = installed(facts, "ray")
     pb = installed(facts, "protobuf")
@@ -185,7 +185,7 @@ def protobuf_incompatible(facts, ctx):
                    spec=spec or "?", module=failures[0][0] if failures else "ray", python=ctx.python)
 
 
-@rule("Ray imports", "ray", needs=("distributions",))
+@rule("Ray imports", "ray", needs=("distributions",), requires=("ray",))
 def import_failed(facts, ctx):
     if installed(facts, "ray") is None:
         return
@@ -203,7 +203,7 @@ def import_failed(facts, ctx):
                ray=installed(facts, "ray"), dist=info.get("missing_module") or "ray", python=ctx.python)
 
 
-@rule("a private Ray instance starts and runs a task", "ray", needs=("ray_smoke",))
+@rule("a private Ray instance starts and runs a task", "ray", needs=("ray_smoke",), requires=("ray",))
 def smoke_failed(facts, ctx):
     smoke = facts["ray_smoke"]
     if smoke.get("ok") or smoke.get("stage") == "import":  # import failures: ray.import-failed / protobuf

@@ -9,7 +9,8 @@ from doctor import knowledge
 from doctor.findings import make
 from doctor.lock import stack_lockfile
 from doctor.rules import rule
-from doctor.rules.common import closest_stack, failure_evidence, failures_for, installed
+from doctor.rules.common import (active_stack, closest_stack, failure_evidence, failures_for, installed,
+                                 missing_stack_dists)
 
 
 @rule("closest known stack", "stack", needs=("distributions",))
@@ -22,6 +23,25 @@ def detected(facts, ctx):
     yield make("stack.detected", [f"{stack['name']}: {met} of {total} installed constraint(s) met ({how})"],
                stack=stack["name"], met=met, total=total, python=ctx.python,
                lockfile=stack_lockfile(stack["name"], facts["markers"]["python_version"]))
+
+
+@rule("the stack's distributions are installed", "stack", needs=("distributions",))
+def dists_missing(facts, ctx):
+    stack = active_stack(facts, ctx)
+    missing = missing_stack_dists(facts, stack)
+    if not missing:
+        return
+    evidence = [f"not installed: {', '.join(missing)} (stack {stack['name']} and the modules verl imports)"]
+    if all(d in missing for d in ("verl", "vllm", "torch")):
+        evidence.append(f"none of verl, vllm, torch is installed in {ctx.python}: if it is not the training "
+                        "environment's interpreter, give that one with --python PATH")
+    yield dists_missing_finding(facts, ctx, stack, missing, evidence)
+
+
+def dists_missing_finding(facts, ctx, stack, missing, evidence):
+    """stack.dists-missing, from this rule and from the imports rule (its failures fold into it)."""
+    return make("stack.dists-missing", evidence, count=len(missing), names=", ".join(missing), stack=stack["name"],
+                python=ctx.python, lockfile=stack_lockfile(stack["name"], facts["markers"]["python_version"]))
 
 
 def adapter_accepts(verl: str, vllm: str) -> tuple[bool, dict | None]:
@@ -44,7 +64,7 @@ def adapter_accepts(verl: str, vllm: str) -> tuple[bool, dict | None]:
     return True, None
 
 
-@rule("verl accepts the installed vLLM", "stack", needs=("distributions",))
+@rule("verl accepts the installed vLLM", "stack", needs=("distributions",), requires=("verl", "vllm"))
 def verl_rejects_vllm(facts, ctx):
     verl, vllm = installed(facts, "verl"), installed(facts, "vllm")
     if not verl or not vllm:

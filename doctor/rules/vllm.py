@@ -7,7 +7,7 @@ from doctor.rules import rule
 from doctor.rules.common import classify, installed
 
 
-@rule("vLLM's tokenizer wrapper works with transformers", "vllm", needs=("imports",))
+@rule("vLLM's tokenizer wrapper works with transformers", "vllm", needs=("imports",), requires=("vllm", "transformers"))
 def tokenizer(facts, ctx):
     check = (facts["imports"].get("checks") or {}).get("vllm_tokenizer")
     if check and not check.get("ok"):
@@ -18,7 +18,7 @@ def tokenizer(facts, ctx):
                    transformers=installed(facts, "transformers") or "?", python=ctx.python)
 
 
-@rule("vLLM can inspect Qwen2ForCausalLM", "vllm", needs=("registry",))
+@rule("vLLM can inspect Qwen2ForCausalLM", "vllm", needs=("registry",), requires=("vllm",))
 def qwen2(facts, ctx):
     reg = facts["registry"]
     if not reg.get("ran") or reg.get("ok"):
@@ -29,7 +29,7 @@ def qwen2(facts, ctx):
     yield make("vllm.qwen2-not-inspectable", evidence, python=ctx.python)
 
 
-@rule("vllm._C loads", "vllm", needs=("extensions",))
+@rule("vllm._C loads", "vllm", needs=("extensions",), requires=("vllm",))
 def c_extension(facts, ctx):
     ext = facts["extensions"].get("vllm._C") or {}
     if not ext.get("present") or ext.get("ok"):
