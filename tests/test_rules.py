@@ -1,6 +1,7 @@
 """Rules on recorded facts: pure functions, no subprocesses. The facts are real recordings
 (tests/data/facts-working.json from the `working` env; tests/data/h200-gpu-facts.json from NVML on a
-lent H200, idle and with a process holding 4.5 GiB) — test doubles only for what this machine lacks."""
+lent H200, idle and with a process holding 4.5 GiB; tests/data/h200-py312-facts.json, a whole check of
+that machine's own Python 3.12 env) — test doubles only for what this machine lacks."""
 
 from __future__ import annotations
 
@@ -15,6 +16,9 @@ from doctor.rules import Context, evaluate
 DATA = Path(__file__).parent / "data"
 WORKING = json.loads((DATA / "facts-working.json").read_text())
 H200 = json.loads((DATA / "h200-gpu-facts.json").read_text())
+# A whole `doctor check` of the lent H200's own Python 3.12 env (torch 2.11, no verl/vllm/ray):
+# recorded there 2026-11-30 (docs/recorded/h200-check-py312.*), replayed here as a test double.
+H200_PY312 = json.loads((DATA / "h200-py312-facts.json").read_text())
 
 
 def run(facts, **ctx):
@@ -187,3 +191,20 @@ def test_skipped_probes_mark_checks_skipped_not_ok():
     assert skipped["the stack's modules import"] == "skipped (--fast)"
     assert skipped["the target matches the lockfile"] == "no --lock given"
     assert "versions within the stack's known-good ranges" not in skipped
+
+
+def test_h200_py312_replay_unverified_python_and_partial_stack():
+    found, checks = run(H200_PY312)
+    f = found["python.version-unverified"]
+    assert f.severity == "warning" and "Python 3.12" in f.title and "(3.10, 3.11)" in f.title
+    command = f.fix["commands"][0]
+    assert command.startswith("uv venv -p 3.11 train && uv pip sync") and command.endswith("-py3.11.txt")
+    assert Path(command.split()[-1]).is_file()  # never a lockfile for a Python the stack has none for
+    for fid in ("stack.dists-missing", "stack.detected", "pip.conflict"):
+        if fid in found:
+            assert found[fid].fix["commands"][0].endswith("-py3.11.txt"), fid
+    assert found["stack.dists-missing"].title.endswith("not installed: verl, vllm, ray, tensordict, xformers")
+    status = {c["check"]: c["status"] for c in checks}
+    assert status["an NVIDIA GPU is usable"] == "ok" and status["GPUs support bfloat16"] == "ok"
+    assert found["flash-attn.missing"].severity == "error"  # a GPU is present: verl needs it
+    assert "python.version-unverified" not in run(WORKING)[0]

@@ -106,3 +106,12 @@ def fails_for_missing_dist(info: dict, missing: list[str]) -> bool:
     """An import that fails only because a missing distribution's top-level module is absent."""
     mod = (info.get("missing_module") or "").split(".")[0]
     return bool(mod) and info.get("type") == "ModuleNotFoundError" and canonicalize_name(mod) in missing
+
+
+def stack_lockfile_for(facts: dict, stack: dict) -> str:
+    """The shipped lockfile for the target's Python, or, when the stack has none for it, the one for
+    the newest Python it is locked for (python.version-unverified says so)."""
+    from doctor.lock import stack_lockfile
+
+    pyver = facts["markers"]["python_version"]
+    return str(stack_lockfile(stack["name"], pyver if pyver in stack["python"] else stack["python"][-1]))

@@ -9,9 +9,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from doctor.findings import make
-from doctor.lock import stack_lockfile
 from doctor.rules import rule
-from doctor.rules.common import active_stack, satisfies
+from doctor.rules.common import active_stack, satisfies, stack_lockfile_for
 
 
 @functools.lru_cache(maxsize=4096)
@@ -52,4 +51,4 @@ def pip_conflict(facts, ctx):
     if found:
         stack = active_stack(facts, ctx)
         yield make("pip.conflict", found, count=len(found), stack=stack["name"], python=ctx.python,
-                   lockfile=stack_lockfile(stack["name"], facts["markers"]["python_version"]))
+                   lockfile=stack_lockfile_for(facts, stack))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from doctor import knowledge
 from doctor.findings import make
 from doctor.rules import rule
-from doctor.rules.common import failure_evidence, failures_for, installed
+from doctor.rules.common import active_stack, failure_evidence, failures_for, installed, stack_lockfile_for
 
 
 def _modules(failures, default):
@@ -46,3 +46,18 @@ def broken_metadata(facts, ctx):
     if evidence:
         dists = " ".join(sorted({d["name"] for d in problems.get("duplicates", [])})) or "PACKAGE"
         yield make("python.broken-metadata", evidence, dists=dists, python=ctx.python)
+
+
+@rule("the Python version is one the stack is locked for", "python", needs=("distributions",))
+def version_unverified(facts, ctx):
+    stack = active_stack(facts, ctx)
+    pyver = facts["markers"]["python_version"]
+    if pyver in stack["python"]:
+        return
+    want = stack["python"][-1]
+    yield make("python.version-unverified",
+               [f"Python {facts['python'].get('version', pyver)} in {ctx.python}",
+                f"{stack['name']} is locked and install-tested for Python {', '.join(stack['python'])} "
+                f"(knowledge/stacks/{stack['name']}.yaml `python`)"],
+               version=pyver, stack=stack["name"], pythons=", ".join(stack["python"]), want=want,
+               lockfile=stack_lockfile_for(facts, stack), python=ctx.python)

@@ -7,10 +7,9 @@ from packaging.version import InvalidVersion, Version
 
 from doctor import knowledge
 from doctor.findings import make
-from doctor.lock import stack_lockfile
 from doctor.rules import rule
 from doctor.rules.common import (active_stack, closest_stack, failure_evidence, failures_for, installed,
-                                 missing_stack_dists)
+                                 missing_stack_dists, stack_lockfile_for)
 
 
 @rule("closest known stack", "stack", needs=("distributions",))
@@ -22,7 +21,7 @@ def detected(facts, ctx):
     how = "chosen with --stack" if ctx.stack else "closest by installed versions"
     yield make("stack.detected", [f"{stack['name']}: {met} of {total} installed constraint(s) met ({how})"],
                stack=stack["name"], met=met, total=total, python=ctx.python,
-               lockfile=stack_lockfile(stack["name"], facts["markers"]["python_version"]))
+               lockfile=stack_lockfile_for(facts, stack))
 
 
 @rule("the stack's distributions are installed", "stack", needs=("distributions",))
@@ -41,7 +40,7 @@ def dists_missing(facts, ctx):
 def dists_missing_finding(facts, ctx, stack, missing, evidence):
     """stack.dists-missing, from this rule and from the imports rule (its failures fold into it)."""
     return make("stack.dists-missing", evidence, count=len(missing), names=", ".join(missing), stack=stack["name"],
-                python=ctx.python, lockfile=stack_lockfile(stack["name"], facts["markers"]["python_version"]))
+                python=ctx.python, lockfile=stack_lockfile_for(facts, stack))
 
 
 def adapter_accepts(verl: str, vllm: str) -> tuple[bool, dict | None]:
