@@ -8,6 +8,7 @@ import copy
 import importlib.util
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -285,6 +286,56 @@ def test_preflight_and_quick_run_fail_cleanly_naming_the_gpu_requirement(tmp_pat
     doc = json.loads(p.stdout)
     assert doc["status"] == "preflight-failed" and "needs 1 GPU(s)" in doc["reason"]
     assert not (tmp_path / "r").exists()  # nothing started
+
+
+TINY_QWEN2 = r"""
+import sys
+from tokenizers import Tokenizer, models
+from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+out = sys.argv[1]
+cfg = Qwen2Config(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+                  num_key_value_heads=1, max_position_embeddings=128)
+Qwen2ForCausalLM(cfg).save_pretrained(out, safe_serialization=True)
+vocab = {"<unk>": 0, "<|endoftext|>": 1, **{chr(97 + i): 2 + i for i in range(26)}}
+tok = PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.WordLevel(vocab, unk_token="<unk>")),
+                              unk_token="<unk>", eos_token="<|endoftext|>", pad_token="<|endoftext|>")
+tok.save_pretrained(out)
+"""
+
+
+@pytest.mark.realenv
+def test_preflight_on_a_tiny_local_qwen2_model(tmp_path):
+    """A real (tiny, random) Qwen2 checkpoint that the working env's transformers writes: the
+    preflight finds it through VERL_DOCTOR_MODEL_PATH, reads its architecture, checks the
+    safetensors file against its header and loads its tokenizer in the target. Then a truncated
+    copy (an interrupted download) and one without tokenizer files fail, each naming why."""
+    py = str(envs.build("working"))
+    model = tmp_path / "tiny-qwen2"
+    subprocess.run([py, "-c", TINY_QWEN2, str(model)], check=True, capture_output=True, timeout=300)
+
+    def preflight(path):
+        p = recipes("run", "gsm8k-smoke-1gpu", "--preflight-only", "--preflight-fast", "--python", py,
+                    env={"VERL_DOCTOR_MODEL_PATH": str(path)})
+        assert p.returncode == 3 and "Traceback" not in p.stderr, p.stderr[-2000:]  # no GPU here
+        return p.stdout
+
+    out = preflight(model)
+    assert f"✓ model: {model} (Qwen2ForCausalLM)" in out
+    assert f"✓ weights: {model}: model.safetensors" in out
+    assert "✓ tokenizer: PreTrainedTokenizerFast (28 tokens)" in out
+
+    cut = tmp_path / "truncated"
+    shutil.copytree(model, cut)
+    w = cut / "model.safetensors"
+    w.write_bytes(w.read_bytes()[:-100])
+    assert "✗ weights: " in (out := preflight(cut)) and "truncated download?" in out
+
+    notok = tmp_path / "no-tokenizer"
+    shutil.copytree(model, notok)
+    for f in notok.glob("*token*"):
+        f.unlink()
+    out = preflight(notok)
+    assert "✗ tokenizer: does not load from" in out and "✓ weights:" in out
 
 
 # -- the run loop, with the replaying test double ---------------------------------------------------

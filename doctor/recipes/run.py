@@ -77,6 +77,29 @@ def _gpu_check(gpu: dict, hw: dict, recipe_name: str) -> Check:
     return Check("GPUs", True, f"{len(big)} GPU(s) ≥ {min_gib} GiB ({have}){note}")
 
 
+def safetensors_problem(path: Path) -> str | None:
+    """Why a .safetensors file is not whole, or None. The format is an 8-byte little-endian header
+    length, a JSON header whose tensors' data_offsets end where the file must end: an interrupted
+    download is shorter than that (read from the header alone, no tensor is loaded)."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as fh:
+            head = fh.read(8)
+            if len(head) < 8:
+                return f"{path.name}: {size} bytes, shorter than a safetensors header"
+            n = int.from_bytes(head, "little")
+            if n > min(size - 8, 100 << 20):
+                return f"{path.name}: header length {n} does not fit in {size} bytes"
+            header = json.loads(fh.read(n))
+    except (OSError, ValueError) as exc:
+        return f"{path.name}: unreadable safetensors header ({exc.__class__.__name__})"
+    ends = [t["data_offsets"][1] for k, t in header.items() if k != "__metadata__" and isinstance(t, dict)]
+    want = 8 + n + max(ends, default=0)
+    if size < want:
+        return f"{path.name}: {size} bytes, its header needs {want} (truncated download?)"
+    return None
+
+
 def _weights_complete(d: Path) -> tuple[bool, str]:
     for index_name in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
         idx = d / index_name
@@ -88,10 +111,14 @@ def _weights_complete(d: Path) -> tuple[bool, str]:
             missing = [f for f in files if not (d / f).is_file() or (d / f).stat().st_size == 0]
             if missing:
                 return False, f"{index_name} lists {len(files)} shard(s); missing or empty: {', '.join(missing[:4])}"
+            broken = [why for f in files if f.endswith(".safetensors") and (why := safetensors_problem(d / f))]
+            if broken:
+                return False, "; ".join(broken[:3])
             return True, f"{len(files)} shard(s) from {index_name}"
     for single in ("model.safetensors", "pytorch_model.bin"):
         if (d / single).is_file() and (d / single).stat().st_size > 0:
-            return True, single
+            why = safetensors_problem(d / single) if single.endswith(".safetensors") else None
+            return (False, why) if why else (True, single)
     return False, "no model.safetensors, pytorch_model.bin or shard index"
 
 
@@ -129,7 +156,7 @@ def _target_preflight(python: str, model_path: str | None, files: dict) -> dict:
             return (PROBE_SCRIPTS / "_prelude.py").read_text() + "\n" + (SCRIPTS / "preflight.py").read_text()
 
     arg = json.dumps({"model_path": model_path, "files": files, "columns": VERL_COLUMNS})
-    r = run_target_probe(_P("preflight", "preflight.py", 120, False, args=lambda: [arg]), python)
+    r = run_target_probe(_P("preflight", ("preflight.py",), 120, False, args=lambda: [arg]), python)
     return r.data if r.ok else {"error": r.error}
 
 
