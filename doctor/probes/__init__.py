@@ -53,9 +53,12 @@ class TargetProbe:
     args: Callable[[], list[str]] = field(default=lambda: [])
     # Keys of the probe's output that are facts of their own (and skipped along with the probe).
     provides: tuple[str, ...] = ()
+    # Where `scripts` live (recipes/scripts for the recipe scripts); the prelude is always this one's.
+    script_dir: Path = SCRIPTS
 
     def source(self) -> str:
-        return "\n".join((SCRIPTS / s).read_text() for s in ("_prelude.py", *self.scripts))
+        parts = [SCRIPTS / "_prelude.py", *(self.script_dir / s for s in self.scripts)]
+        return "\n".join(p.read_text() for p in parts)
 
 
 TARGET_PROBES = {

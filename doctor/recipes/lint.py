@@ -12,17 +12,11 @@ from pathlib import Path
 from doctor import knowledge
 from doctor.errors import UsageError
 from doctor.findings import Finding
-from doctor.probes import SCRIPTS as PROBE_SCRIPTS
 from doctor.probes import TargetProbe, run_target_probe
 from doctor.rules.config import ConfigContext, evaluate_config, get, override_map, unknown_key_replacement
 
 SCRIPTS = Path(__file__).parent / "scripts"
 COMPOSE_BUDGET_S = 120
-
-
-class _ComposeProbe(TargetProbe):
-    def source(self) -> str:
-        return (PROBE_SCRIPTS / "_prelude.py").read_text() + "\n" + (SCRIPTS / "compose.py").read_text()
 
 
 @dataclass
@@ -46,7 +40,7 @@ class LintResult:
 def compose(python: str, overrides: list[str]) -> dict:
     readers = {e["key"]: e["readers"] for e in knowledge.load("config_rules")["ignored_keys"]}
     arg = json.dumps({"overrides": overrides, "readers": readers})
-    probe = _ComposeProbe("compose", ("compose.py",), COMPOSE_BUDGET_S, False, args=lambda: [arg])
+    probe = TargetProbe("compose", ("compose.py",), COMPOSE_BUDGET_S, False, args=lambda: [arg], script_dir=SCRIPTS)
     res = run_target_probe(probe, python)
     if not res.ok:
         raise UsageError(f"--python {python}: cannot compose verl's config there ({res.error})")
@@ -131,14 +125,14 @@ def write_fixed(r: LintResult, path: str) -> tuple[Path, list[dict]]:
     """Write the fixed overrides to a NEW file (never over the user's): one override per line, each
     change explained by the comment lines above it. Exit 2 when the path exists or is unwritable."""
     out = Path(path)
-    if out.exists():
-        raise UsageError(f"--write-fixed {path}: it exists; name a new file (the doctor never overwrites one)")
     lines, changes = fixed_overrides(r)
     header = [f"# Hydra overrides for verl {r.compose.get('verl')}, written by `recipes lint --write-fixed` from "
               f"{r.source}", "# (one override per line: recipes lint/run --overrides-file, or join them for main_ppo)"]
     try:
-        with open(out, "x", encoding="utf-8") as fh:
+        with open(out, "x", encoding="utf-8") as fh:  # "x": never over an existing file
             fh.write("\n".join(header + lines) + "\n")
+    except FileExistsError:
+        raise UsageError(f"--write-fixed {path}: it exists; name a new file (the doctor never overwrites one)")
     except OSError as exc:
         raise UsageError(f"--write-fixed {path}: cannot write it ({exc.strerror or exc})")
     return out, changes

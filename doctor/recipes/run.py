@@ -148,15 +148,11 @@ def _model_checks(recipe: dict, res: dict) -> list[Check]:
 
 
 def _target_preflight(python: str, model_path: str | None, files: dict) -> dict:
-    from doctor.probes import SCRIPTS as PROBE_SCRIPTS
     from doctor.probes import TargetProbe, run_target_probe
 
-    class _P(TargetProbe):
-        def source(self) -> str:
-            return (PROBE_SCRIPTS / "_prelude.py").read_text() + "\n" + (SCRIPTS / "preflight.py").read_text()
-
     arg = json.dumps({"model_path": model_path, "files": files, "columns": VERL_COLUMNS})
-    r = run_target_probe(_P("preflight", ("preflight.py",), 120, False, args=lambda: [arg]), python)
+    probe = TargetProbe("preflight", ("preflight.py",), 120, False, args=lambda: [arg], script_dir=SCRIPTS)
+    r = run_target_probe(probe, python)
     return r.data if r.ok else {"error": r.error}
 
 

@@ -16,13 +16,12 @@ from pathlib import Path
 from doctor import __version__
 from doctor.errors import UsageError
 from doctor.report.json_report import to_document
-from doctor.report.text import AREA_TITLES
+from doctor.report.text import AREA_TITLES, MARK
 
 GENERATOR = "verl-doctor check --html"
 # The distributions a reader of a verl PPO bug report asks for first, in that order.
 KEY_DISTS = ["verl", "vllm", "torch", "transformers", "tokenizers", "ray", "tensordict", "numpy", "pyarrow",
              "setuptools", "xformers", "flash-attn", "triton", "protobuf"]
-MARK = {"ok": "✓", "info": "i", "warning": "!", "error": "✗", "skipped": "–"}
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:2em auto;max-width:1100px;color:#1d2330;padding:0 1em}
@@ -121,7 +120,7 @@ def render(result) -> str:
         body.append(f'<h2 data-area="{_e(area)}">{_e(AREA_TITLES.get(area, area))}</h2>')
         for c in (c for c in result.checks if c["area"] == area):
             why = f' <span class="meta">({_e(c["why"])})</span>' if c["status"] == "skipped" else ""
-            body.append(f'<div class="check s-{_e(c["status"])}"><span class="mark">{MARK[c["status"]]}</span>'
+            body.append(f'<div class="check s-{_e(c["status"])}"><span class="mark">{MARK[c["status"]][0]}</span>'
                         f'{_e(c["check"])}{why}</div>')
             for fid in c["ids"]:
                 if fid in shown:  # one finding from two checks: its details are shown once
@@ -133,8 +132,8 @@ def render(result) -> str:
     rest = [f for f in result.findings if f.id not in shown]  # findings of no listed check (none today)
     if rest:
         body.append("<h2>Other findings</h2>" + "".join(_finding(f) for f in rest))
-    # </ inside a <script> would end it early: JSON allows \/ for /.
-    embedded = json.dumps(doc, default=str, indent=1).replace("</", "<\\/")
+    doc_text = json.dumps(doc, default=str, indent=1)
+    embedded = doc_text.replace("</", "<\\/")  # </ inside a <script> would end it early: JSON allows \/ for /
     when = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     totals = (f'<span class="t-error">{errors} error(s)</span>' if errors else "") + \
              (f'<span class="t-warning">{warnings} warning(s)</span>' if warnings else "") + \
@@ -149,7 +148,7 @@ def render(result) -> str:
         f"{_versions(result.facts)}"
         + "".join(body)
         + "<details><summary>the whole --json document (also embedded as application/json)</summary>"
-        f'<pre class="ev">{_e(json.dumps(doc, default=str, indent=1))}</pre></details>'
+        f'<pre class="ev">{_e(doc_text)}</pre></details>'
         f'<script type="application/json" id="doctor-check-json">{embedded}</script>'
         "</body></html>\n"
     )

@@ -187,8 +187,6 @@ def protobuf_incompatible(facts, ctx):
 
 @rule("Ray imports", "ray", needs=("distributions",), requires=("ray",))
 def import_failed(facts, ctx):
-    if installed(facts, "ray") is None:
-        return
     bad = [(m, i) for m, i in _ray_import_failures(facts) if classify(i.get("message", "")) is None]
     if not bad:
         return

@@ -65,9 +65,7 @@ def adapter_accepts(verl: str, vllm: str) -> tuple[bool, dict | None]:
 
 @rule("verl accepts the installed vLLM", "stack", needs=("distributions",), requires=("verl", "vllm"))
 def verl_rejects_vllm(facts, ctx):
-    verl, vllm = installed(facts, "verl"), installed(facts, "vllm")
-    if not verl or not vllm:
-        return
+    verl, vllm = installed(facts, "verl"), installed(facts, "vllm")  # both there: requires=
     ok, entry = adapter_accepts(verl, vllm)
     if ok:
         return
