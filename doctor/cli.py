@@ -14,15 +14,15 @@ from doctor.errors import UsageError
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE, EXIT_PROBE_FAILED = 0, 1, 2, 3
 
 
-class _Parser(argparse.ArgumentParser):
+class Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, exit 2 (argparse's default prints usage too)
         raise UsageError(f"{self.prog}: {message}")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="doctor", description="Diagnose, fix and pin verl + vLLM 0.6.3.post1 + Ray environments.")
+    p = Parser(prog="doctor", description="Diagnose, fix and pin verl + vLLM 0.6.3.post1 + Ray environments.")
     p.add_argument("--version", action="version", version=f"verl-doctor {__version__}")
-    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     c = sub.add_parser("check", help="inspect the target interpreter and report findings")
     c.add_argument("--python", metavar="PATH", help="target interpreter (default: the active one)")
@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     rb.add_argument("--yes", action="store_true", help="restore without asking")
 
     ct = sub.add_parser("container", help="build the stack's lockfile into an OCI image; verify an image")
-    csub = ct.add_subparsers(dest="container_command", required=True, parser_class=_Parser)
+    csub = ct.add_subparsers(dest="container_command", required=True, parser_class=Parser)
     cb = csub.add_parser("build", help="build an image of a stack's lockfile through the Docker engine (DOCKER_HOST)")
     src = cb.add_mutually_exclusive_group()
     src.add_argument("--stack", metavar="NAME", help="stack whose py3.11 lockfile to install (default: the default stack)")
@@ -97,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
 HANDLERS = {
     "check": "doctor.commands.check:run_check",
     "explain": "doctor.commands.explain:run",
-    "lock": "doctor.lock:run",
+    "lock": "doctor.commands.lock:run_lock",
     "fix": "doctor.commands.fix:run_fix",
     "rollback": "doctor.commands.fix:run_rollback",
     "triage": "doctor.commands.triage:run_triage",

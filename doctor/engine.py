@@ -107,7 +107,8 @@ def collect_facts(python: str, *, fast: bool = False, use_cache: bool = True, sc
 def run_check(python: str, *, fast=False, use_cache=True, scale=1.0, stack_name: str | None = None,
               lockfile: Path | None = None, progress=None, cluster: str | None = None,
               skip: tuple[str, ...] = ()) -> CheckResult:
-    from doctor.lock import get_stack, parse_lockfile
+    from doctor.knowledge import get_stack
+    from doctor.lockfiles import parse_lockfile
     from doctor.rules import Context, evaluate
 
     lock = parse_lockfile(lockfile) if lockfile else None  # bad lockfile: exit 2 before any probe

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
+DATA = REPO / "tests" / "data"  # everything the tests read (tests/data/README.md)
 sys.path.insert(0, str(REPO / "tests"))
 
 import envs  # noqa: E402

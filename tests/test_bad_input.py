@@ -8,7 +8,7 @@ import stat
 
 import pytest
 
-from conftest import REPO, run_doctor
+from conftest import DATA, REPO, run_doctor
 
 
 def one_line_exit_2(proc):
@@ -174,7 +174,7 @@ def files(tmp_path):
     return f
 
 
-PPO_LOG = str(SHARED_LOGS := (REPO.parent / "shared" / "logs")) + "/qwen2vl-2b-geo3k-grpo-1step.log"
+PPO_LOG = str(DATA / "logs") + "/qwen2vl-2b-geo3k-grpo-1step.log"
 
 CASES = [
     # (id, program, argv builder, expected words in the line)
@@ -236,7 +236,7 @@ def test_full_disk_gives_one_line_and_keeps_nothing_half_written(tmp_path):
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)], capture_output=True).returncode:
         pytest.skip("cannot mount a tmpfs here")
     try:
-        big = str(REPO.parent / "shared" / "logs" / "qwen2.5-0.5b-gsm8k-ppo-prompt512-resp256.log")
+        big = str(DATA / "logs" / "qwen2.5-0.5b-gsm8k-ppo-prompt512-resp256.log")
         proc = run_recipes("report", big, "--out", str(mnt / "out"))
         _one_line(proc, "recipes")
     finally:

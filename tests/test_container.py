@@ -16,7 +16,7 @@ import pytest
 
 from conftest import REPO, run_doctor
 
-LOCK = REPO / "lockfiles" / "verl041-vllm063post1-py3.11.txt"
+LOCK = REPO / "doctor" / "lockfiles" / "verl041-vllm063post1-py3.11.txt"
 BASE = os.environ.get("VERL_DOCTOR_TEST_BASE_IMAGE", "local/bookworm-minbase:1")
 TAG = "verl-doctor-test/verl041-vllm063post1:py3.11"
 TAG2 = "verl-doctor-test/verl041-vllm063post1:touched"

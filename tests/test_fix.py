@@ -38,7 +38,7 @@ def test_every_automatic_finding_has_fix_data_with_a_source():
         assert e["id"] in defs, f"fixes.yaml {e['id']}: no such finding"
         assert defs[e["id"]]["fix"].get("automatic"), f"fixes.yaml {e['id']}: the finding is not automatic"
         from doctor.fixes import STEP_KINDS, build_plan  # noqa: F401 - build_plan's module registers the kinds
-        from doctor.fixes import packages, ray_state  # noqa: F401
+        from doctor.fixes import packages, ray_sessions  # noqa: F401
 
         assert "reason" in e and "source" in e and e["kind"] in set(STEP_KINDS) | {"packages", "sync-lock"}
     for fid, d in defs.items():
@@ -207,7 +207,7 @@ def test_failing_recheck_rolls_back(copy_of, tmp_path):
     still finds python.pkg-resources-missing (a targeted error), so the fix is rolled back."""
     py = copy_of("no-setuptools")
     broken = freeze(py)
-    good = (REPO / "lockfiles" / "verl041-vllm063post1-py3.11.txt").read_text()
+    good = (REPO / "doctor" / "lockfiles" / "verl041-vllm063post1-py3.11.txt").read_text()
     req = tmp_path / "st.in"
     req.write_text("setuptools==84.2.1\n")
     bad_pin = subprocess.run([envs.uv(), "pip", "compile", "--generate-hashes", "--no-header", "--no-annotate",

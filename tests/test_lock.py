@@ -13,7 +13,7 @@ pytestmark = pytest.mark.realenv
 def test_every_stack_has_hashed_lockfiles_for_its_pythons():
     for name, stack in knowledge.stacks().items():
         for py in stack["python"]:
-            text = (REPO / "lockfiles" / f"{name}-py{py}.txt").read_text()
+            text = (REPO / "doctor" / "lockfiles" / f"{name}-py{py}.txt").read_text()
             assert "--hash=sha256:" in text and "torch==2.4.0" in text
             assert "flash-attn" not in text.split("# flash-attn", 1)[0].lower().replace("flash-attn ", "")
 
@@ -23,11 +23,11 @@ def test_lock_reproduces_the_committed_file(tmp_path, stack, py):
     proc = run_doctor("lock", "--stack", stack, "--python", py, "--out", str(tmp_path), timeout=300)
     assert proc.returncode == 0, proc.stderr
     made = (tmp_path / f"{stack}-py{py}.txt").read_text()
-    assert made == (REPO / "lockfiles" / f"{stack}-py{py}.txt").read_text()
+    assert made == (REPO / "doctor" / "lockfiles" / f"{stack}-py{py}.txt").read_text()
 
 
 def test_lock_pins_the_constraints_that_make_the_stack_work():
-    text = (REPO / "lockfiles" / "verl041-vllm063post1-py3.11.txt").read_text()
+    text = (REPO / "doctor" / "lockfiles" / "verl041-vllm063post1-py3.11.txt").read_text()
     for pin in ("verl==0.4.1", "vllm==0.6.3.post1", "transformers==4.47.1", "numpy==1.26.4",
                 "setuptools==79.0.1", "tensordict==0.5.0", "ray==2.41.0", "pyarrow==25.0.1"):
         assert f"\n{pin} " in text, pin
@@ -49,4 +49,4 @@ def test_the_wheel_ships_the_committed_lockfiles(tmp_path):
         for name, stack in knowledge.stacks().items():
             for py in stack["python"]:
                 shipped = zf.read(f"doctor/lockfiles/{name}-py{py}.txt")
-                assert shipped == (REPO / "lockfiles" / f"{name}-py{py}.txt").read_bytes()
+                assert shipped == (REPO / "doctor" / "lockfiles" / f"{name}-py{py}.txt").read_bytes()

@@ -23,7 +23,7 @@ from conftest import check_json, finding, ids, run_doctor
 import envs
 from doctor.probes import TARGET_PROBES, TargetProbe, run_target_probe
 from doctor.probes.ray_state import ray_state_facts, socket_path_length
-from doctor.ray_quarantine import RefusedError, quarantine, restore, stale_targets
+from doctor.fixes.ray_sessions import RefusedError, quarantine, restore, stale_targets
 from doctor.rules import Context
 from doctor.rules import ray as ray_rules
 

@@ -1,4 +1,4 @@
-"""`recipes report`: the real verl logs of shared/logs parse to the right steps and scores, in any
+"""`recipes report`: the real verl logs of tests/data/logs parse to the right steps and scores, in any
 order; non-PPO, empty and binary logs are refused (exit 2); the HTML page renders its plots in
 headless Chromium."""
 
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, SHARED
+from conftest import DATA, REPO
 
-LOGS = SHARED / "logs"
+LOGS = DATA / "logs"
 QWEN = LOGS / "qwen2.5-0.5b-gsm8k-ppo-prompt512-resp256.log"
 GEMMA = LOGS / "gemma-2-2b-it-gsm8k-ppo.log"
 QWEN2VL = LOGS / "qwen2vl-2b-geo3k-grpo-1step.log"

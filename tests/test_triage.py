@@ -1,5 +1,5 @@
-"""`doctor triage`: each real failure excerpt of shared/logs/failures names its cause with the
-matching line as evidence; the successful runs of shared/logs are never blamed, although they print
+"""`doctor triage`: each real failure excerpt of tests/data/logs/failures names its cause with the
+matching line as evidence; the successful runs of tests/data/logs are never blamed, although they print
 warnings and even a caught traceback."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import shutil
 
 import pytest
 
-from conftest import SHARED, run_doctor
+from conftest import DATA, run_doctor
 
-FAILURES = SHARED / "logs" / "failures"
+FAILURES = DATA / "logs" / "failures"
 EXPECTED = {
     "ray-36742_import_ray_without_setuptools.log": ("python.setuptools-missing", 14, "ray/_private/parameter.py"),
     "tinyzero-7_ray_failed_to_register_worker_raylet.log": ("runtime.ray-worker-register-failed", 2,
@@ -49,16 +49,16 @@ def test_failure_excerpts_name_their_cause_with_the_line(name):
 @pytest.mark.parametrize("name", ["gemma-2-2b-it-gsm8k-ppo.log", "qwen2.5-0.5b-gsm8k-ppo-prompt512-resp256.log",
                                   "qwen2vl-2b-geo3k-grpo-1step.log"])
 def test_successful_runs_are_not_blamed(name):
-    rc, doc = triage(SHARED / "logs" / name)
+    rc, doc = triage(DATA / "logs" / name)
     assert rc == 0 and doc["failed"] is False and doc["findings"] == []
     assert doc["status"] in ("completed", "no-failure-evidence")
-    proc = run_doctor("triage", str(SHARED / "logs" / name))
+    proc = run_doctor("triage", str(DATA / "logs" / name))
     assert proc.returncode == 0 and "✓" in proc.stdout
 
 
 def _crashed_copy(tmp_path, tail: str, src="gemma-2-2b-it-gsm8k-ppo.log"):
     log = tmp_path / "crashed.log"
-    shutil.copy(SHARED / "logs" / src, log)
+    shutil.copy(DATA / "logs" / src, log)
     with open(log, "a") as fh:
         fh.write("\n" + tail)
     return log
@@ -99,7 +99,7 @@ def test_a_crash_after_the_last_step_is_blamed(tmp_path, tail, fid, others):
 def test_warnings_and_caught_tracebacks_before_the_last_step_are_not_causes(tmp_path):
     # the qwen2.5 log has a caught TypeError traceback at line 115 and finishes; cut its last line
     # (Final validation metrics) and it still shows no failure after its last step
-    src = (SHARED / "logs" / "qwen2.5-0.5b-gsm8k-ppo-prompt512-resp256.log").read_bytes()
+    src = (DATA / "logs" / "qwen2.5-0.5b-gsm8k-ppo-prompt512-resp256.log").read_bytes()
     log = tmp_path / "cut.log"
     log.write_bytes(src[: src.rindex(b"\n", 0, src.rindex(b"Final validation metrics"))])
     rc, doc = triage(log)

@@ -1,4 +1,4 @@
-"""`doctor container build|verify` (the work is in doctor/containers.py)."""
+"""`doctor container build|verify` (the work is in doctor/container/)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ def _err(msg: str) -> None:
 
 
 def run_container(args) -> int:
-    from doctor import containers
+    from doctor import container as containers
 
     if args.container_command == "build":
         try:

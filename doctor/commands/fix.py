@@ -130,7 +130,7 @@ def run_fix(args) -> int:
     from doctor.fixes import ApplyContext, FixError, build_plan, validate_only
     from doctor.fixes import snapshot as snapmod
     from doctor.fixes.packages import bind_constraints_path
-    from doctor.lock import get_stack
+    from doctor.knowledge import get_stack
     from doctor.rules.common import closest_stack
 
     t_start = time.perf_counter()

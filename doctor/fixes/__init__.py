@@ -161,7 +161,7 @@ def build_plan(findings, *, python: str, stack: dict | None, lockfile: str | Non
     All package entries become ONE packages step (one uv resolution), or, with a lockfile, one
     sync-lock step. Non-automatic errors and warnings become manual steps."""
     from doctor.fixes import packages  # noqa: F401 - registers the package step kinds
-    from doctor.fixes import ray_state  # noqa: F401 - registers the ray-quarantine kind
+    from doctor.fixes import ray_sessions  # noqa: F401 - registers the ray-quarantine kind
 
     plan = Plan(target=python, stack=stack["name"] if stack else None, lockfile=str(lockfile) if lockfile else None)
     pkg: dict[str, dict] = {}        # requirement -> {"findings": [...], "reason", "source"}
@@ -205,7 +205,7 @@ def build_plan(findings, *, python: str, stack: dict | None, lockfile: str | Non
         plan.steps.append(packages.make_sync_step(python, str(lockfile), lock_targets))
     elif pkg:
         plan.steps.append(packages.make_install_step(python, stack, list(pkg.values()), pkg_targets, reinstall))
-    plan.steps = ray_state.merge(plan.steps)
+    plan.steps = ray_sessions.merge(plan.steps)
     # Package changes first: later kinds (Ray sessions, recipe overrides) may depend on them.
     plan.steps.sort(key=lambda s: 0 if STEP_KINDS[s.kind].restores_packages else 1)
     return plan

@@ -18,7 +18,7 @@ _CHANGE = re.compile(r"^ ([+-]) ([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?(?:==| @ )(\S+)
 
 
 def uv() -> str:
-    from doctor.lock import uv_bin
+    from doctor.uv import uv_bin
 
     return uv_bin()
 
@@ -134,7 +134,7 @@ register(SyncLockKind())
 
 def make_install_step(python: str, stack: dict | None, reqs: list[dict], targets: list[str],
                       reinstall: list[str]) -> Step:
-    from doctor.lock import stack_inputs
+    from doctor.lockfiles.compile import stack_inputs
 
     constraints = stack_inputs(stack)[1] if stack else ""
     requirements = _merge([r["requirement"] for r in reqs])

@@ -31,7 +31,7 @@ from doctor import __version__
 from doctor.errors import UsageError
 from doctor.fixes import STEP_KINDS, ApplyContext, FixError
 from doctor.fixes import packages
-from doctor.fixes import ray_state as _ray_state  # noqa: F401 - its kind must be known to undo it
+from doctor.fixes import ray_sessions as _ray_sessions  # noqa: F401 - its kind must be known to undo it
 
 
 def state_dir() -> Path:

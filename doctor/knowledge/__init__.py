@@ -39,5 +39,17 @@ def default_stack() -> dict:
     return next(s for s in stacks().values() if s.get("default"))
 
 
+def get_stack(name: str | None) -> dict:
+    """A known stack by name (None: the default one); an unknown name is bad input."""
+    from doctor.errors import UsageError
+
+    known = stacks()
+    if name is None:
+        return default_stack()
+    if name not in known:
+        raise UsageError(f"unknown stack {name!r}; known: {', '.join(sorted(known))}")
+    return known[name]
+
+
 def finding_defs() -> dict[str, dict]:
     return {d["id"]: d for d in load("findings")}

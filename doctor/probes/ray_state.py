@@ -153,7 +153,7 @@ def _unix_connect(path: str, timeout: float) -> dict:
         s.close()
 
 
-def _session(path: Path, procs: list[dict], now: float, cfg: dict) -> dict:
+def session_info(path: Path, procs: list[dict], now: float, cfg: dict) -> dict:
     info: dict = {"name": path.name, "path": str(path)}
     try:
         st = path.lstat()
@@ -267,7 +267,7 @@ def ray_state_facts(env: dict | None = None) -> dict:
     for name in names:
         if name.startswith("session_") and name != latest_name:
             try:
-                facts["sessions"].append(_session(base / name, procs, now, cfg))
+                facts["sessions"].append(session_info(base / name, procs, now, cfg))
             except Exception as exc:  # noqa: BLE001 - one odd entry never hides the others
                 facts["sessions"].append({"name": name, "path": str(base / name), "kind": "unreadable",
                                           "error": f"{type(exc).__name__}: {exc}"})

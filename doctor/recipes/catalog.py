@@ -20,7 +20,6 @@ from doctor.errors import UsageError
 
 PKG_DATA = Path(__file__).parent / "data"
 PKG_RECIPES = PKG_DATA / "recipes"
-REPO_RECIPES = Path(__file__).resolve().parents[2] / "recipes"
 DATASETS = {"gsm8k": {"dir": PKG_DATA / "gsm8k", "files": ["train.parquet", "test.parquet", "LICENSE", "SOURCE.md"],
                       "train": "train.parquet", "val": "test.parquet"}}
 MODEL_CONFIGS = PKG_DATA / "models"
@@ -35,8 +34,6 @@ def search_dirs() -> list[Path]:
     dirs = []
     if os.environ.get("VERL_DOCTOR_RECIPES_DIR"):
         dirs.append(Path(os.environ["VERL_DOCTOR_RECIPES_DIR"]))
-    if REPO_RECIPES.is_dir():
-        dirs.append(REPO_RECIPES)
     dirs.append(PKG_RECIPES)
     return dirs
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from doctor.cli import _Parser, dispatch
+from doctor.cli import Parser, dispatch
 
 
-def build_parser() -> _Parser:
-    p = _Parser(prog="recipes", description="Known verl PPO recipes: lint, preflight, run, report.")
-    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+def build_parser() -> Parser:
+    p = Parser(prog="recipes", description="Known verl PPO recipes: lint, preflight, run, report.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     sub.add_parser("list", help="the known recipes")
     s = sub.add_parser("show", help="one recipe, with its overrides and expected bands")

@@ -76,7 +76,7 @@ def render_text(r: LintResult, out=None) -> None:
     from rich.console import Console
     from rich.markup import escape
 
-    from doctor.report.text import MARK, _finding
+    from doctor.report.text import MARK, render_finding
 
     console = Console(file=out or sys.stdout, highlight=False, soft_wrap=True)
     c = r.compose
@@ -93,7 +93,7 @@ def render_text(r: LintResult, out=None) -> None:
         console.print(f"  [{colour}]{mark}[/] {escape(chk['check'])}{extra}")
         for fid in chk["ids"]:
             for f in by_id.pop(fid, []):
-                _finding(console, f)
+                render_finding(console, f)
     errors = sum(f.severity == "error" for f in r.findings)
     warnings = sum(f.severity == "warning" for f in r.findings)
     colour = "red" if errors else "yellow" if warnings else "green"

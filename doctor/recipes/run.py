@@ -19,7 +19,6 @@ machine without GPUs); --preflight-fast runs the preflight's doctor check withou
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -385,12 +384,10 @@ def launch(cmd: list[str], env: dict, out: Path, total: int | None, show: bool) 
 
 
 def _report_summary(log_path: Path, out: Path) -> dict | None:
-    """The console-log report (doctor.recipes.report), when that module is there."""
-    if importlib.util.find_spec("doctor.recipes.report") is None:
-        return None
-    try:
-        from doctor.recipes import logparse, report
+    """The console-log report (recipes report's metrics, summary and HTML) of the run."""
+    from doctor.recipes import logparse, report
 
+    try:
         log = logparse.parse_file(log_path)
         summary = report.summarize(log)
         report.write_outputs(log, summary, out)
@@ -400,31 +397,15 @@ def _report_summary(log_path: Path, out: Path) -> dict | None:
 
 
 def _triage(log_path: Path) -> None:
-    if importlib.util.find_spec("doctor.commands.triage") is not None:
-        try:
-            import argparse
+    """The failed run's cause, on stderr (stdout stays the verdict, or the JSON)."""
+    from rich.console import Console
 
-            from doctor.commands import triage
+    from doctor.report.text import render_triage
+    from doctor.triage import read_log, triage_text
 
-            fn = getattr(triage, "run_triage", None) or getattr(triage, "main", None)
-            if fn:
-                import contextlib
-
-                print("\n── doctor triage of console.log ──", file=sys.stderr)
-                with contextlib.redirect_stdout(sys.stderr):  # stdout stays the verdict (or the JSON)
-                    fn(argparse.Namespace(log=str(log_path), json=False))
-                return
-        except Exception as exc:  # noqa: BLE001
-            print(f"(triage failed: {exc})", file=sys.stderr)
-    try:
-        lines = log_path.read_text(errors="replace").splitlines()
-    except OSError:
-        return
-    hits = [ln for ln in lines if re.search(r"Error|Traceback|error:|Exception", ln)][-8:]
-    if hits:
-        print("\nlast error lines of console.log:", file=sys.stderr)
-        for ln in hits:
-            print("  " + _ANSI.sub("", ln)[:300], file=sys.stderr)
+    print("\n── doctor triage of console.log ──", file=sys.stderr)
+    render_triage(triage_text(read_log(str(log_path)), str(log_path)),
+                  Console(stderr=True, highlight=False, soft_wrap=True))
 
 
 def _print_preflight(checks: list[Check], stream) -> None:

@@ -75,7 +75,7 @@ def _e(x) -> str:
     return html.escape(str(x), quote=True)
 
 
-def _finding(f) -> str:
+def render_finding(f) -> str:
     parts = [f'<div class="finding {_e(f.severity)}" data-finding-id="{_e(f.id)}" data-severity="{_e(f.severity)}">',
              f'<div><span class="fid">{_e(f.id)}</span> · {_e(f.title)}</div>']
     parts += [f'<div class="ev">{_e(e)}</div>' for e in f.evidence]
@@ -128,10 +128,10 @@ def render(result) -> str:
                                 f'<span class="fid">{_e(fid)}</span> (above)</div>')
                 elif fid in by_id:
                     shown.add(fid)
-                    body.append(_finding(by_id[fid]))
+                    body.append(render_finding(by_id[fid]))
     rest = [f for f in result.findings if f.id not in shown]  # findings of no listed check (none today)
     if rest:
-        body.append("<h2>Other findings</h2>" + "".join(_finding(f) for f in rest))
+        body.append("<h2>Other findings</h2>" + "".join(render_finding(f) for f in rest))
     doc_text = json.dumps(doc, default=str, indent=1)
     embedded = doc_text.replace("</", "<\\/")  # </ inside a <script> would end it early: JSON allows \/ for /
     when = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")

@@ -34,7 +34,7 @@ def render(result, console: Console | None = None) -> None:
                     console.print(f"      [{col}]{m} {fid}[/] [dim](above)[/]")
                     continue
                 shown.add(fid)
-                _finding(console, by_id[fid])
+                render_finding(console, by_id[fid])
     errors = sum(f.severity == "error" for f in result.findings)
     warnings = sum(f.severity == "warning" for f in result.findings)
     cached = result.timings.get("cached") or []
@@ -46,7 +46,7 @@ def render(result, console: Console | None = None) -> None:
         console.print("[dim]doctor explain ID · doctor fix --dry-run[/]")
 
 
-def _finding(console: Console, f) -> None:
+def render_finding(console: Console, f) -> None:
     mark, colour = MARK[f.severity]
     console.print(f"      [{colour}]{mark} {f.id}[/]: {escape(f.title)}")
     for e in f.evidence[:14]:
@@ -58,3 +58,30 @@ def _finding(console: Console, f) -> None:
         console.print(f"        fix: {escape(f.fix['summary'])}{auto}")
         for cmd in f.fix["commands"]:
             console.print(f"          $ {escape(cmd)}")
+
+
+def render_triage(t, console: Console | None = None) -> None:
+    """`doctor triage`'s text report."""
+    console = console or Console(highlight=False, soft_wrap=True)
+    step = f"; last training step {t.last_step} at line {t.last_step_line}" if t.last_step is not None else ""
+    console.print(f"[bold]doctor triage[/] · {escape(t.log)} ({t.lines} line{'s' if t.lines != 1 else ''}{step})")
+    if t.status == "completed":
+        console.print("[green]✓ the run completed (Final validation metrics printed): nothing to blame[/]")
+        return
+    if not t.failed:
+        console.print("[green]✓ no failure in this log[/] [dim](no traceback, error line or non-zero exit"
+                      + (" after the last training step" if t.last_step is not None else "") + ")[/]")
+        return
+    f0 = t.failure
+    console.print("[red]✗ the run failed[/]" + (f" [dim]({f0['marker']} at line {f0['line']})[/]" if f0 else ""))
+    for f in t.findings:
+        mark, colour = MARK[f.severity]
+        console.print(f"  [{colour}]{mark} {f.id}[/]: {escape(f.title)}")
+        for e in f.evidence:
+            console.print(f"      [dim]{escape(e)}[/]")
+        console.print(f"    fix: {escape(f.fix['summary'])}")
+        for cmd in f.fix["commands"]:
+            console.print(f"      $ {escape(cmd)}")
+    errors = [f for f in t.findings if f.severity == "error"]
+    if errors:
+        console.print(f"\n[bold red]{len(errors)} cause(s)[/] · doctor explain {errors[0].id}")

@@ -111,7 +111,7 @@ def fails_for_missing_dist(info: dict, missing: list[str]) -> bool:
 def stack_lockfile_for(facts: dict, stack: dict) -> str:
     """The shipped lockfile for the target's Python, or, when the stack has none for it, the one for
     the newest Python it is locked for (python.version-unverified says so)."""
-    from doctor.lock import stack_lockfile
+    from doctor.lockfiles import stack_lockfile
 
     pyver = facts["markers"]["python_version"]
     return str(stack_lockfile(stack["name"], pyver if pyver in stack["python"] else stack["python"][-1]))

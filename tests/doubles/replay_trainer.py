@@ -1,5 +1,5 @@
 """Test double for `python -m verl.trainer.main_ppo`: replays a real verl console log from
-/work/shared/logs at speed, injected into `recipes run` through VERL_DOCTOR_TRAINER_CMD.
+tests/data/logs at speed, injected into `recipes run` through VERL_DOCTOR_TRAINER_CMD.
 
 It takes the trainer's Hydra overrides as arguments (and honours trainer.total_training_steps=N:
 it stops after N step lines, like verl does). Knobs, all environment variables:
@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 
-LOG = os.environ.get("REPLAY_LOG", os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "logs",
+LOG = os.environ.get("REPLAY_LOG", os.path.join(os.path.dirname(__file__), "..", "data", "logs",
                                                    "qwen2.5-0.5b-gsm8k-ppo-prompt512-resp256.log"))
 
 

@@ -1,0 +1,50 @@
+"""Lockfiles: the shipped, hashed lockfiles of the known stacks (files of this package) and the
+parser of `uv pip compile --generate-hashes` files. Resolving new ones: lockfiles/compile.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from doctor.errors import UsageError
+
+
+# The committed lockfiles are files of this package, so fix suggestions name a file that exists
+# after `pip install`.
+PACKAGED_LOCKFILES = Path(__file__).resolve().parent
+
+
+def stack_lockfile(stack_name: str, python_version: str) -> Path:
+    """The shipped lockfile of a stack for a Python version (it may not exist for that version)."""
+    return PACKAGED_LOCKFILES / f"{stack_name}-py{python_version}.txt"
+
+
+def parse_lockfile(path: Path) -> dict[str, dict]:
+    """name -> {"version", "hashes"} from a `uv pip compile --generate-hashes` / pip-tools file."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read lockfile {path}: {exc.__class__.__name__}: {exc}")
+    # Join continuation lines ("pkg==1.0 \\\n    --hash=sha256:…").
+    joined = text.replace("\\\n", " ")
+    out: dict[str, dict] = {}
+    for lineno, line in enumerate(joined.splitlines(), 1):
+        line = line.split(" #", 1)[0].strip()
+        if not line or line.startswith("#"):
+            continue
+        parts = line.split()
+        req_text = " ".join(p for p in parts if not p.startswith("--"))
+        hashes = [p.split("=", 1)[1] for p in parts[1:] if p.startswith("--hash=")]
+        try:
+            req = Requirement(req_text)
+        except InvalidRequirement:
+            raise UsageError(f"lockfile {path} does not parse at entry {lineno}: {req_text!r}")
+        pins = [s for s in req.specifier if s.operator == "=="]
+        if len(pins) != 1:
+            raise UsageError(f"lockfile {path}: {req_text!r} is not pinned with ==")
+        out[canonicalize_name(req.name)] = {"version": pins[0].version, "hashes": hashes}
+    if not out:
+        raise UsageError(f"lockfile {path} has no pinned packages")
+    return out

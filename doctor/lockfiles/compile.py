@@ -1,0 +1,93 @@
+"""`doctor lock`: resolve a stack (knowledge/stacks/*.yaml) with uv into a hashed lockfile.
+
+The resolution date is pinned with uv's --exclude-newer (from the stack data), and the header
+holds only inputs (never the wall-clock time), so re-running on unchanged inputs reproduces the
+file byte for byte."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from doctor import knowledge
+from doctor.errors import UsageError
+from doctor.uv import uv_bin
+
+
+def stack_inputs(stack: dict) -> tuple[str, str]:
+    """The requirements and constraints files uv resolves, as text."""
+    reqs = "\n".join(stack["requirements"]) + "\n"
+    cons = "\n".join(f"{c['dist']}{c['spec']}" for c in stack["constraints"]) + "\n"
+    return reqs, cons
+
+
+def lock_path(out_dir: Path, stack: dict, python: str) -> Path:
+    return out_dir / f"{stack['name']}-py{python}.txt"
+
+
+def header(stack: dict, python: str, reqs: str, cons: str) -> str:
+    digest = hashlib.sha256((reqs + "\0" + cons).encode()).hexdigest()[:16]
+    fa = stack.get("flash_attn", {})
+    wheel = fa.get("wheels", {}).get(python, {})
+    lines = [
+        f"# verl-doctor lockfile for stack {stack['name']}, Python {python}, {stack['platform']}",
+        "# Made by `doctor lock` with: uv pip compile --generate-hashes",
+        f"#   --python-version {python} --python-platform {stack['platform']}",
+        f"#   --exclude-newer {stack['exclude_newer']} (the resolution date)",
+        f"# Inputs: doctor/knowledge/stacks/{stack['name']}.yaml (requirements + constraints, sha256 {digest}…)",
+        "# Install: uv pip sync --require-hashes THIS_FILE   (or pip install --require-hashes -r THIS_FILE)",
+        f"# flash-attn {fa.get('version', '?')} is not in this file (PyPI has no wheel); on GPU machines:",
+        f"#   pip install --no-deps {wheel.get('url', '?')}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def compile_lock(stack: dict, python: str, out_dir: Path, progress=None) -> Path:
+    if python not in stack["python"]:
+        raise UsageError(f"stack {stack['name']} supports Python {', '.join(stack['python'])}, not {python}")
+    reqs, cons = stack_inputs(stack)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--out {out_dir}: cannot create the output directory ({exc.strerror or exc})")
+    target = lock_path(out_dir, stack, python)
+    with tempfile.TemporaryDirectory() as tmp:
+        rq, cs, raw = Path(tmp, "requirements.in"), Path(tmp, "constraints.txt"), Path(tmp, "out.txt")
+        rq.write_text(reqs)
+        cs.write_text(cons)
+        cmd = [
+            uv_bin(), "pip", "compile", str(rq), "--constraint", str(cs),
+            "--generate-hashes", "--no-header", "--no-annotate", "--quiet",
+            "--python-version", python, "--python-platform", stack["platform"],
+            "--exclude-newer", stack["exclude_newer"], "--output-file", str(raw),
+        ]
+        if progress:
+            progress(f"resolving {stack['name']} for Python {python} with uv")
+        proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "UV_NO_PROGRESS": "1"})
+        if proc.returncode != 0:
+            last = (proc.stderr.strip().splitlines() or ["uv failed"])[-1]
+            raise UsageError(f"uv could not resolve {stack['name']} for Python {python}: {last}")
+        body = raw.read_text()
+    # Write atomically: a failed or interrupted lock never leaves a half-written file behind.
+    tmp_target = target.with_suffix(".tmp")
+    try:
+        tmp_target.write_text(header(stack, python, reqs, cons) + body)
+        os.replace(tmp_target, target)
+    except OSError as exc:
+        tmp_target.unlink(missing_ok=True)
+        raise UsageError(f"cannot write {target}: {exc.strerror or exc}")
+    return target
+
+
+def main_lock(stack_names: list[str] | None, pythons: list[str] | None, out_dir: Path, echo=print) -> int:
+    names = stack_names or [knowledge.default_stack()["name"]]
+    for name in names:
+        stack = knowledge.get_stack(name)
+        for py in pythons or stack["python"]:
+            path = compile_lock(stack, py, out_dir, progress=lambda m: echo(f"… {m}", file=sys.stderr))
+            echo(str(path))
+    return 0

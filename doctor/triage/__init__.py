@@ -1,0 +1,197 @@
+"""Triage: name the cause of a failed run from its console log (`doctor triage LOG`).
+
+Signatures, failure markers and line clean-up are data (knowledge/triage.yaml); causes are findings
+from knowledge/findings.yaml with the matching log lines (and their line numbers) as evidence.
+A run is blamed only when the log shows it failed: a traceback, an error line or a non-zero exit
+after the last training step (or anywhere, in a log without training steps), and no completion
+marker."""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass, field
+
+from doctor import knowledge
+from doctor.findings import Finding, make
+
+MAX_EVIDENCE = 8
+_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
+_LIBRARY = re.compile(r"(?:site|dist)-packages/|/lib/python\d+(?:\.\d+)?/|^<frozen |^<string>|/_bootstrap")
+
+
+@functools.lru_cache(maxsize=None)
+def spec() -> dict:
+    raw = knowledge.load("triage")
+    return {
+        "prefixes": [re.compile(p) for p in raw["line_prefixes"]],
+        "completion": list(raw["completion_markers"]),
+        "step": re.compile(raw["step_line"]),
+        "markers": [(m["name"], re.compile(m["pattern"])) for m in raw["failure_markers"]],
+        "signatures": [{**s, "rx": re.compile(s["pattern"])} for s in raw["signatures"]],
+    }
+
+
+@dataclass
+class Triage:
+    log: str
+    lines: int
+    status: str                      # failed | completed | no-failure-evidence
+    failed: bool
+    last_step: int | None = None
+    last_step_line: int | None = None
+    failure: dict | None = None      # first failure marker: {line, marker, text}
+    findings: list[Finding] = field(default_factory=list)
+
+    def to_document(self) -> dict:
+        return {"schema_version": 1, "log": self.log, "status": self.status, "failed": self.failed,
+                "lines": self.lines, "last_step": self.last_step, "last_step_line": self.last_step_line,
+                "failure": self.failure, "findings": [f.to_dict() for f in self.findings]}
+
+
+def _clean(line: str, prefixes) -> str:
+    ansi, *leading = prefixes
+    if "[" in line:
+        line = ansi.sub("", line)
+    changed = True
+    while changed:  # a Ray prefix may follow a docker-compose one
+        changed = False
+        for rx in leading:
+            m = rx.match(line)
+            if m and m.end():
+                line, changed = line[m.end():], True
+    return line.rstrip("\r")
+
+
+def _short(text: str, n: int = 240) -> str:
+    text = text.strip()
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def triage_text(text: str, path: str) -> Triage:
+    sp = spec()
+    raw = text.split("\n")
+    if raw and raw[-1] == "":
+        raw.pop()
+    lines = [_clean(ln, sp["prefixes"]) for ln in raw]
+    last_step = last_step_idx = None
+    for i in range(len(lines) - 1, -1, -1):
+        if "step:" in lines[i]:
+            m = sp["step"].search(lines[i])
+            if m:
+                last_step_idx = i
+                last_step = int(re.search(r"step:(\d+)", lines[i][m.start():]).group(1))
+                break
+    completed = any(mk in ln for ln in lines for mk in sp["completion"] if "validation metrics" in ln)
+    start = last_step_idx + 1 if last_step_idx is not None else 0
+    region = range(start, len(lines))
+    markers = [(i, name) for i in region for name, rx in sp["markers"] if rx.search(lines[i])]
+    fatal_hits = _match(lines, region, [s for s in sp["signatures"] if s.get("fatal")])
+    failed = not completed and bool(markers or (last_step_idx is None and fatal_hits))
+    t = Triage(log=path, lines=len(lines), failed=failed,
+               status="failed" if failed else "completed" if completed else "no-failure-evidence",
+               last_step=last_step, last_step_line=None if last_step_idx is None else last_step_idx + 1)
+    if markers:
+        i, name = markers[0]
+        t.failure = {"line": i + 1, "marker": name, "text": _short(lines[i])}
+    if not failed:
+        return t
+    causes = [h for h in fatal_hits if not h["sig"].get("symptom")]
+    symptoms = [h for h in fatal_hits if h["sig"].get("symptom")]
+    warn_hits = _match(lines, range(len(lines)), [s for s in sp["signatures"] if not s.get("fatal")])
+    if causes:
+        t.findings += _findings(causes, lines, then=symptoms, severity="error")
+    elif symptoms:
+        t.findings += _findings(symptoms, lines, severity="error")
+    else:
+        t.findings.append(_unrecognized(lines, start, markers))
+    t.findings += _findings(warn_hits, lines, severity="warning")
+    return t
+
+
+def _match(lines: list[str], region, sigs: list[dict]) -> list[dict]:
+    """One hit per finding ID (in signature order), with every matching line."""
+    hits: dict[str, dict] = {}
+    for sig in sigs:
+        for i in region:
+            m = sig["rx"].search(lines[i])
+            if not m:
+                continue
+            h = hits.setdefault(sig["id"], {"sig": sig, "lines": [], "groups": {}})
+            if i not in h["lines"]:
+                h["lines"].append(i)
+            for k, v in m.groupdict().items():
+                if v is not None:
+                    h["groups"].setdefault(k, v)
+    for h in hits.values():
+        h["lines"].sort()
+    return list(hits.values())
+
+
+def _evidence(lines: list[str], idx: list[int], prefix: str = "") -> list[str]:
+    ev = [f"{prefix}line {i + 1}: {_short(lines[i])}" for i in idx[:MAX_EVIDENCE]]
+    if len(idx) > MAX_EVIDENCE:
+        ev.append(f"{prefix}… {len(idx) - MAX_EVIDENCE} more matching lines")
+    return ev
+
+
+class _Safe(dict):
+    def __missing__(self, key):
+        return "{" + key + "}"
+
+
+def _findings(hits: list[dict], lines: list[str], then: list[dict] | None = None,
+              severity: str | None = None) -> list[Finding]:
+    out = []
+    for n, h in enumerate(hits):
+        sig = h["sig"]
+        groups = _Safe(h["groups"])
+        defaults = {k: v.format_map(groups) if isinstance(v, str) and "{" in v else v
+                    for k, v in (sig.get("params") or {}).items()}
+        params = {"python": "python", **defaults, "message": _short(lines[h["lines"][0]], 160), **h["groups"]}
+        ev = _evidence(lines, h["lines"])
+        if n == 0 and then:
+            for s in then:
+                ev += _evidence(lines, s["lines"], prefix=f"then ({s['sig']['id']}) ")
+        ev.append(f"signature: {sig['source']}")
+        out.append(make(sig["id"], ev, severity=severity, **params))
+    return out
+
+
+def _unrecognized(lines: list[str], start: int, markers: list[tuple[int, str]]) -> Finding:
+    """No signature matched: an error in the user's own code, or an unknown failure."""
+    tb = [i for i, name in markers if name == "traceback"]
+    if tb:
+        first = tb[-1]
+        frames, exc_idx = [], None
+        for j in range(first + 1, min(len(lines), first + 400)):
+            fm = _FRAME.match(lines[j])
+            if fm:
+                frames.append((j, fm))
+                continue
+            if frames and re.match(r"^\s*(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b", lines[j]):
+                exc_idx = j
+                break
+        message = _short(lines[exc_idx], 160) if exc_idx is not None else "traceback without an exception line"
+        if frames:
+            j, fm = frames[-1]
+            where = f"{fm['path']}:{fm['line']} in {fm['func']}"
+            evidence = _evidence(lines, [first, j] + ([exc_idx] if exc_idx is not None else []))
+            if not _LIBRARY.search(fm["path"]):
+                return make("runtime.app-error", evidence, message=message, where=where)
+            return make("runtime.unrecognized-failure", evidence + [f"innermost frame: {where} (library code)"],
+                        message=message)
+    i = markers[-1][0] if markers else start
+    return make("runtime.unrecognized-failure", _evidence(lines, [m[0] for m in markers][-MAX_EVIDENCE:] or [i]),
+                message=_short(lines[i], 160) if i < len(lines) else "no failure line")
+
+
+def read_log(path: str) -> str:
+    """The log's text (`-`: stdin), decoded the way `recipes report` decodes logs."""
+    import sys
+
+    from doctor.recipes.logparse import decode, read_text
+
+    if path == "-":
+        return decode(sys.stdin.buffer.read(), "stdin")
+    return read_text(path)
