@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from doctor import knowledge
-
-SEVERITIES = ("error", "warning", "info")  # worst first
-
-
-def worst(severities) -> str | None:
-    """The worst of some severities, None for none."""
-    return min(severities, key=SEVERITIES.index, default=None)
+from doctor.results import Fix, Severity, worst  # noqa: F401 - worst: re-exported for rule modules
 
 
 def report_order(f: "Finding") -> tuple:
     """Sort key for reports: errors first, then by area and ID."""
-    return (SEVERITIES.index(f.severity), f.area, f.id)
+    return (Severity(f.severity).rank, f.area, f.id)
 
 
 class _Params(dict):
@@ -35,18 +29,22 @@ def definition(finding_id: str) -> dict | None:
 @dataclass
 class Finding:
     id: str
-    severity: str
+    severity: Severity
     area: str
     title: str
     evidence: list[str]
-    fix: dict
+    fix: Fix
     sources: list[str] = field(default_factory=list)
     node: str | None = None
 
+    def __post_init__(self):
+        self.severity = Severity(self.severity)
+
     def to_dict(self) -> dict:
-        d = asdict(self)
-        if d["node"] is None:
-            d.pop("node")
+        d = {"id": self.id, "severity": self.severity.value, "area": self.area, "title": self.title,
+             "evidence": list(self.evidence), "fix": self.fix.to_dict(), "sources": list(self.sources)}
+        if self.node is not None:
+            d["node"] = self.node
         return d
 
 
@@ -58,7 +56,7 @@ def make(finding_id: str, evidence: list[str], severity: str | None = None, **pa
     p = _Params(params)
     fmt = lambda s: s.format_map(p)  # noqa: E731
     sev = severity or spec["severity"]
-    if sev not in SEVERITIES:
+    if sev not in {s.value for s in Severity}:
         raise ValueError(f"{finding_id}: severity {sev!r} must be given by the rule")
     fix = spec["fix"]
     return Finding(
@@ -67,7 +65,7 @@ def make(finding_id: str, evidence: list[str], severity: str | None = None, **pa
         area=spec["area"],
         title=fmt(spec["title"]),
         evidence=[str(e) for e in evidence],
-        fix={"summary": fmt(fix["summary"]), "commands": [fmt(c) for c in fix.get("commands", [])],
-             "automatic": bool(fix.get("automatic"))},
+        fix=Fix(summary=fmt(fix["summary"]), commands=[fmt(c) for c in fix.get("commands", [])],
+                automatic=bool(fix.get("automatic"))),
         sources=[fmt(s) for s in spec.get("sources", [])],
     )

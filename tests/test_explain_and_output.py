@@ -61,4 +61,4 @@ def test_strict_counts_warnings(tmp_path):
 
 def test_text_report_has_marks_and_summary():
     out = run_doctor("check", "--fast").stdout
-    assert "✓" in out and "error(s)" in out and "skipped (--fast)" in out
+    assert "✓" in out and "error(s)" in out and "skipped by --fast" in out

@@ -163,7 +163,7 @@ def test_each_config_rule_fires_with_evidence_and_fixed_value(changes, overrides
     assert fid in got, got.keys()
     f = got[fid]
     assert f.area == "config" and f.evidence
-    assert any(fixed in c for c in [f.fix["summary"], *f.fix["commands"]]), f.fix
+    assert any(fixed in c for c in [f.fix.summary, *f.fix.commands]), f.fix
 
 
 def test_rules_stay_quiet_where_verl_does_not_fail():
@@ -188,9 +188,9 @@ def test_unknown_key_names_nearest_key_or_plus_prefix():
                         keys=["algorithm.kl_ctrl.kl_coef", "algorithm.kl_ctrl.type"])
     fs, checks = evaluate_config(ctx)
     assert [f.id for f in fs] == ["config.unknown-key"] * 2
-    assert "algorithm.kl_ctrl.kl_coef=0.1" in fs[0].fix["summary"]
-    assert "+trainer.val_before_train=False" in fs[1].fix["summary"]
-    assert any(c["status"] == "skipped" for c in checks)
+    assert "algorithm.kl_ctrl.kl_coef=0.1" in fs[0].fix.summary
+    assert "+trainer.val_before_train=False" in fs[1].fix.summary
+    assert any(c.status == "skipped" for c in checks)
 
 
 def test_config_rules_do_not_run_in_plain_doctor_check():

@@ -88,7 +88,7 @@ def test_version_rules_come_from_stack_data(dist, version, fid, severity):
     found, _ = run(set_version(WORKING, dist, version))
     assert found[fid].severity == severity
     assert f"{dist}=={version} installed" in found[fid].evidence[0]
-    assert found[fid].sources and found[fid].fix["commands"]
+    assert found[fid].sources and found[fid].fix.commands
 
 
 @pytest.mark.parametrize("verl,vllm,rejected", [
@@ -119,7 +119,7 @@ def test_lockfile_fixes_name_the_lockfile_shipped_in_the_package():
     # is the package's own copy (doctor/lockfiles, packaged; see test_lock for the wheel).
     found, _ = run(set_version(WORKING, "huggingface-hub", "1.33.0"))
     for fid in ("pip.conflict", "stack.detected"):
-        command = found[fid].fix["commands"][0]
+        command = found[fid].fix.commands[0]
         path = Path(command.split()[-1])
         assert path.is_absolute() and path.is_file(), command
         assert path.name == "verl041-vllm063post1-py3.11.txt" and "--require-hashes" in command
@@ -139,7 +139,7 @@ def test_a_missing_stack_dist_is_one_finding_and_its_checks_are_skipped():
     assert set(folded.split(": ", 1)[1].split(", ")) == {"vllm", "verl.third_party.vllm"}
     assert not any("none of verl, vllm, torch" in e for e in f.evidence)  # verl and torch are there
     assert "import.failed" not in found
-    status = {c["check"]: (c["status"], c.get("why")) for c in checks}
+    status = {c.check: (c.status, c.why) for c in checks}
     assert status["vllm._C loads"] == ("skipped", "vllm is not installed")
     assert status["verl accepts the installed vLLM"] == ("skipped", "vllm is not installed")
     assert status["the stack's modules import"][0] == "error"
@@ -156,7 +156,7 @@ def test_unknown_import_failure_is_import_failed_with_the_dist_at_fault():
     found, _ = run(facts)
     f = found["import.failed"]
     assert f.severity == "error" and "pyarrow" in f.title
-    assert "uv pip install" in f.fix["commands"][0] and '"pyarrow"' in f.fix["commands"][0]
+    assert "uv pip install" in f.fix.commands[0] and '"pyarrow"' in f.fix.commands[0]
 
 
 def test_shm_small_formula():
@@ -165,7 +165,7 @@ def test_shm_small_formula():
     facts["system"]["memory"]["available_bytes"] = 64 * 2**30
     found, _ = run(facts)
     f = found["system.shm-small"]
-    assert "64.0 MiB" in f.title and "--shm-size=21.12gb" in f.fix["commands"][0]
+    assert "64.0 MiB" in f.title and "--shm-size=21.12gb" in f.fix.commands[0]
 
 
 def test_lock_drift_names_missing_extra_and_different():
@@ -186,9 +186,9 @@ def test_skipped_probes_mark_checks_skipped_not_ok():
         facts[k] = None
     # As the engine passes it: the imports probe's skip covers the extensions it provides.
     _, checks = run(facts, skipped={"imports": "--fast", "registry": "--fast", "extensions": "--fast"})
-    skipped = {c["check"]: c["why"] for c in checks if c["status"] == "skipped"}
-    assert skipped["vLLM can inspect Qwen2ForCausalLM"] == "skipped (--fast)"
-    assert skipped["the stack's modules import"] == "skipped (--fast)"
+    skipped = {c.check: c.why for c in checks if c.status == "skipped"}
+    assert skipped["vLLM can inspect Qwen2ForCausalLM"] == "skipped by --fast"
+    assert skipped["the stack's modules import"] == "skipped by --fast"
     assert skipped["the target matches the lockfile"] == "no --lock given"
     assert "versions within the stack's known-good ranges" not in skipped
 
@@ -197,14 +197,14 @@ def test_h200_py312_replay_unverified_python_and_partial_stack():
     found, checks = run(H200_PY312)
     f = found["python.version-unverified"]
     assert f.severity == "warning" and "Python 3.12" in f.title and "(3.10, 3.11)" in f.title
-    command = f.fix["commands"][0]
+    command = f.fix.commands[0]
     assert command.startswith("uv venv -p 3.11 train && uv pip sync") and command.endswith("-py3.11.txt")
     assert Path(command.split()[-1]).is_file()  # never a lockfile for a Python the stack has none for
     for fid in ("stack.dists-missing", "stack.detected", "pip.conflict"):
         if fid in found:
-            assert found[fid].fix["commands"][0].endswith("-py3.11.txt"), fid
+            assert found[fid].fix.commands[0].endswith("-py3.11.txt"), fid
     assert found["stack.dists-missing"].title.endswith("not installed: verl, vllm, ray, tensordict, xformers")
-    status = {c["check"]: c["status"] for c in checks}
+    status = {c.check: c.status for c in checks}
     assert status["an NVIDIA GPU is usable"] == "ok" and status["GPUs support bfloat16"] == "ok"
     assert found["flash-attn.missing"].severity == "error"  # a GPU is present: verl needs it
     assert "python.version-unverified" not in run(WORKING)[0]

@@ -169,13 +169,13 @@ def build_plan(findings, *, python: str, stack: dict | None, lockfile: str | Non
     pkg_targets: list[str] = []
     lock_targets: list[str] = []
     for f in findings:
-        fix = f.fix or {}
-        entry = entry_for(f.id) if fix.get("automatic") else None
+        fix = f.fix
+        entry = entry_for(f.id) if fix.automatic else None
         if entry is None:
             if f.severity in ("error", "warning") and matches_only(f.id, only):
                 plan.manual.append({"id": f.id, "severity": f.severity, "title": f.title,
-                                    "summary": fix.get("summary", ""), "commands": list(fix.get("commands", [])),
-                                    "why": "not automatic" if not fix.get("automatic") else "no entry in knowledge/fixes.yaml"})
+                                    "summary": fix.summary, "commands": list(fix.commands),
+                                    "why": "not automatic" if not fix.automatic else "no entry in knowledge/fixes.yaml"})
             continue
         if not matches_only(f.id, only):
             plan.excluded.append(f.id)

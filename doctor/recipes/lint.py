@@ -12,6 +12,7 @@ from pathlib import Path
 from doctor import knowledge
 from doctor.errors import UsageError
 from doctor.findings import Finding
+from doctor.results import Check
 from doctor.probes import TargetProbe, run_target_probe
 from doctor.rules.config import ConfigContext, evaluate_config, get, override_map, unknown_key_replacement
 
@@ -25,7 +26,7 @@ class LintResult:
     python: str
     compose: dict
     findings: list[Finding] = field(default_factory=list)
-    checks: list[dict] = field(default_factory=list)
+    checks: list[Check] = field(default_factory=list)
     overrides: list[str] = field(default_factory=list)
     ctx: ConfigContext | None = None
 
@@ -34,7 +35,7 @@ class LintResult:
         return {"source": self.source, "python": self.python, "verl": c.get("verl"), "hydra": c.get("hydra"),
                 "config_dir": c.get("config_dir"), "composed": c.get("config") is not None,
                 "overrides": self.overrides, "rejected": c.get("rejected", []),
-                "findings": [f.to_dict() for f in self.findings], "checks": self.checks}
+                "findings": [f.to_dict() for f in self.findings], "checks": [c.to_dict() for c in self.checks]}
 
 
 def compose(python: str, overrides: list[str]) -> dict:
@@ -76,7 +77,7 @@ def render_text(r: LintResult, out=None) -> None:
     from rich.console import Console
     from rich.markup import escape
 
-    from doctor.report.text import MARK, render_finding
+    from doctor.report.text import render_check, render_finding
 
     console = Console(file=out or sys.stdout, highlight=False, soft_wrap=True)
     c = r.compose
@@ -88,10 +89,8 @@ def render_text(r: LintResult, out=None) -> None:
     for f in r.findings:
         by_id.setdefault(f.id, []).append(f)
     for chk in r.checks:
-        mark, colour = MARK[chk["status"]]
-        extra = f" [dim]({chk['why']})[/]" if chk["status"] == "skipped" else ""
-        console.print(f"  [{colour}]{mark}[/] {escape(chk['check'])}{extra}")
-        for fid in chk["ids"]:
+        render_check(console, chk)
+        for fid in chk.ids:
             for f in by_id.pop(fid, []):
                 render_finding(console, f)
     errors = sum(f.severity == "error" for f in r.findings)

@@ -50,30 +50,30 @@ GIB = 1024 ** 3
 
 
 @dataclass
-class Check:
+class PreflightCheck:
     name: str
     ok: bool
     line: str
     fix: str | None = None
 
 
-def _gpu_check(gpu: dict, hw: dict, recipe_name: str) -> Check:
+def _gpu_check(gpu: dict, hw: dict, recipe_name: str) -> PreflightCheck:
     need, min_gib = hw["gpus"], hw.get("min_memory_gib", 0)
     want = f"recipe {recipe_name} needs {need} GPU(s) with ≥ {min_gib} GiB each"
     alt = " (or a recipe for fewer GPUs: recipes list)" if need > 1 else ""
     if not gpu or not gpu.get("available"):
         why = (gpu or {}).get("reason") or "NVML unavailable"
-        return Check("GPUs", False, f"{want}; this machine has no usable NVIDIA GPU ({why})",
+        return PreflightCheck("GPUs", False, f"{want}; this machine has no usable NVIDIA GPU ({why})",
                      f"run it on a machine with {need} NVIDIA GPU(s) of ≥ {min_gib} GiB{alt}")
     gpus = gpu.get("gpus") or []
     big = [g for g in gpus if g.get("memory_total", 0) >= min_gib * GIB]
     have = ", ".join(f"{g.get('index')}: {g.get('name')} {g.get('memory_total', 0) / GIB:.0f} GiB" for g in gpus)
     if len(big) < need:
-        return Check("GPUs", False, f"{want}; found {len(gpus)} ({have or 'none'}), {len(big)} large enough",
+        return PreflightCheck("GPUs", False, f"{want}; found {len(gpus)} ({have or 'none'}), {len(big)} large enough",
                      f"run it where {need} GPU(s) of ≥ {min_gib} GiB are free{alt}")
     busy = [g for g in big if g.get("compute_processes")]
     note = f"; {len(busy)} already run compute processes" if busy else ""
-    return Check("GPUs", True, f"{len(big)} GPU(s) ≥ {min_gib} GiB ({have}){note}")
+    return PreflightCheck("GPUs", True, f"{len(big)} GPU(s) ≥ {min_gib} GiB ({have}){note}")
 
 
 def safetensors_problem(path: Path) -> str | None:
@@ -121,28 +121,28 @@ def _weights_complete(d: Path) -> tuple[bool, str]:
     return False, "no model.safetensors, pytorch_model.bin or shard index"
 
 
-def _model_checks(recipe: dict, res: dict) -> list[Check]:
+def _model_checks(recipe: dict, res: dict) -> list[PreflightCheck]:
     m = recipe["model"]
     path = res["model_path"]
     dl = (f"huggingface-cli download {m['id']} --local-dir {m.get('path') or '~/models/' + m['id'].split('/')[-1]}"
           if m.get("id") else "put the model there")
     if not res["model_local"]:
-        return [Check("model", False, f"model {m.get('id') or m.get('path')} is not on this machine "
+        return [PreflightCheck("model", False, f"model {m.get('id') or m.get('path')} is not on this machine "
                       f"(looked in {m.get('path')}, the Hugging Face cache, $VERL_DOCTOR_MODEL_PATH)", dl)]
     d = Path(path)
     out = []
     try:
         arch = json.loads((d / "config.json").read_text()).get("architectures") or []
     except (OSError, ValueError) as exc:
-        return [Check("model", False, f"{d}/config.json is unreadable ({exc})", dl)]
+        return [PreflightCheck("model", False, f"{d}/config.json is unreadable ({exc})", dl)]
     want = m.get("architecture")
     if want and want not in arch:
-        out.append(Check("model", False, f"{d} is {', '.join(arch) or 'no architecture'}, the recipe expects {want}",
+        out.append(PreflightCheck("model", False, f"{d} is {', '.join(arch) or 'no architecture'}, the recipe expects {want}",
                          f"point the recipe (or VERL_DOCTOR_MODEL_PATH) at a {want} checkpoint"))
     else:
-        out.append(Check("model", True, f"{d} ({', '.join(arch)})"))
+        out.append(PreflightCheck("model", True, f"{d} ({', '.join(arch)})"))
     ok, detail = _weights_complete(d)
-    out.append(Check("weights", ok, f"{d}: {detail}", None if ok else f"re-download: {dl}"))
+    out.append(PreflightCheck("weights", ok, f"{d}: {detail}", None if ok else f"re-download: {dl}"))
     return out
 
 
@@ -155,56 +155,56 @@ def _target_preflight(python: str, model_path: str | None, files: dict) -> dict:
     return r.data if r.ok else {"error": r.error}
 
 
-def preflight(recipe: dict, res: dict, python: str, say=None, fast: bool = False) -> list[Check]:
+def preflight(recipe: dict, res: dict, python: str, say=None, fast: bool = False) -> list[PreflightCheck]:
     from doctor.engine import run_check
     from doctor.recipes.lint import lint_recipe
 
     say = say or (lambda msg: None)
-    checks: list[Check] = []
+    checks: list[PreflightCheck] = []
     say("doctor check of the target …")
     # fast (--preflight-fast): the check without its deep probes (imports, registry, Ray smoke; ~20 s
     # cold, cached afterwards) — the GPU, model and data checks below do not need them.
     result = run_check(python, fast=fast)
     errors = [f for f in result.findings if f.severity == "error"]
     if errors:
-        checks.append(Check("doctor check", False, f"{len(errors)} error(s): " +
+        checks.append(PreflightCheck("doctor check", False, f"{len(errors)} error(s): " +
                             "; ".join(f"{f.id} ({f.title})" for f in errors[:4]),
                             f"doctor check --python {python}   # then doctor fix, or doctor explain ID"))
     else:
-        checks.append(Check("doctor check", True, f"no errors ({len(result.findings)} finding(s))"))
+        checks.append(PreflightCheck("doctor check", True, f"no errors ({len(result.findings)} finding(s))"))
     checks.append(_gpu_check(result.facts.get("gpu") or {}, recipe["hardware"], recipe["name"]))
     say("config lint …")
     try:
         lint = lint_recipe(python, recipe["_path"])
         bad = [f for f in lint.findings if f.severity == "error"]
-        checks.append(Check("config", not bad, f"verl {lint.compose.get('verl')}: " +
+        checks.append(PreflightCheck("config", not bad, f"verl {lint.compose.get('verl')}: " +
                             ("; ".join(f"{f.id}: {f.title}" for f in bad) if bad else
                              f"composes; {len(lint.findings)} warning(s)"),
                             f"recipes lint {recipe['name']} --python {python}" if bad else None))
     except UsageError as exc:
-        checks.append(Check("config", False, str(exc), f"doctor check --python {python}"))
+        checks.append(PreflightCheck("config", False, str(exc), f"doctor check --python {python}"))
     checks.extend(_model_checks(recipe, res))
     say("tokenizer and data in the target …")
     tp = _target_preflight(python, res["model_path"] if res["model_local"] else None, res["files"])
     if "error" in tp:
-        checks.append(Check("target", False, f"the preflight script failed in the target: {tp['error']}",
+        checks.append(PreflightCheck("target", False, f"the preflight script failed in the target: {tp['error']}",
                             f"doctor check --python {python}"))
         return checks
     if tp.get("tokenizer") is not None:
         t = tp["tokenizer"]
-        checks.append(Check("tokenizer", t["ok"], f"{t.get('class')} ({t.get('vocab')} tokens)" if t["ok"] else
+        checks.append(PreflightCheck("tokenizer", t["ok"], f"{t.get('class')} ({t.get('vocab')} tokens)" if t["ok"] else
                             f"does not load from {res['model_path']}: {t.get('error')}",
                             None if t["ok"] else "re-download the model (tokenizer files missing?) or fix transformers"))
     for name, d in tp.get("data", {}).items():
         path = res["files"][name]
         if d.get("ok"):
-            checks.append(Check(f"data:{name}", True, f"{path}: {d['rows']} rows, verl's columns"))
+            checks.append(PreflightCheck(f"data:{name}", True, f"{path}: {d['rows']} rows, verl's columns"))
         elif d.get("missing"):
-            checks.append(Check(f"data:{name}", False, f"{path}: missing verl column(s) {', '.join(d['missing'])} "
+            checks.append(PreflightCheck(f"data:{name}", False, f"{path}: missing verl column(s) {', '.join(d['missing'])} "
                                 f"(has {', '.join(d['columns'])})",
                                 "preprocess it like verl's examples/data_preprocess/gsm8k.py (or recipes data gsm8k --out DIR)"))
         else:
-            checks.append(Check(f"data:{name}", False, f"{path}: {d.get('error')}",
+            checks.append(PreflightCheck(f"data:{name}", False, f"{path}: {d.get('error')}",
                                 "recipes data gsm8k --out DIR   # a known-good copy"))
     return checks
 
@@ -408,7 +408,7 @@ def _triage(log_path: Path) -> None:
                   Console(stderr=True, highlight=False, soft_wrap=True))
 
 
-def _print_preflight(checks: list[Check], stream) -> None:
+def _print_preflight(checks: list[PreflightCheck], stream) -> None:
     for c in checks:
         mark = "✓" if c.ok else "✗"
         stream.write(f"  {mark} {c.name}: {c.line}\n")

@@ -31,7 +31,7 @@ h1{font-size:1.5em;margin:0}.sub{color:#5b6475;margin:.2em 0 1.2em}
 table{border-collapse:collapse;margin:.5em 0 1.2em}td,th{border-bottom:1px solid #e3e6ec;padding:.25em .8em;text-align:left;vertical-align:top}
 h2{font-size:1.15em;margin:1.4em 0 .3em;border-bottom:2px solid #e3e6ec}
 .check{margin:.15em 0}.mark{display:inline-block;width:1.3em;font-weight:700}
-.s-ok .mark{color:#14652f}.s-warning .mark{color:#b07800}.s-error .mark{color:#c0150c}.s-info .mark{color:#0b6e8a}.s-skipped{color:#7b8394}
+.s-ok .mark{color:#14652f}.s-warning .mark{color:#b07800}.s-error .mark{color:#c0150c}.s-info .mark{color:#0b6e8a}.s-skipped{color:#7b8394}.s-crash .mark{color:#8a1c8a}
 .finding{margin:.3em 0 .8em 1.6em;padding:.5em .8em;border-left:4px solid #ccd;background:#f7f8fa}
 .finding.error{border-color:#c0150c}.finding.warning{border-color:#e0a000}.finding.info{border-color:#0b6e8a}
 .fid{font-family:ui-monospace,monospace;font-weight:700}.ev,.cmd{font-family:ui-monospace,monospace;font-size:12.5px;white-space:pre-wrap;word-break:break-all}
@@ -80,9 +80,9 @@ def render_finding(f) -> str:
              f'<div><span class="fid">{_e(f.id)}</span> · {_e(f.title)}</div>']
     parts += [f'<div class="ev">{_e(e)}</div>' for e in f.evidence]
     if f.severity != "info":
-        auto = " (doctor fix can apply this)" if f.fix.get("automatic") else ""
-        parts.append(f'<div><b>fix</b>: {_e(f.fix.get("summary", ""))}{_e(auto)}</div>')
-        parts += [f'<div class="cmd">$ {_e(c)}</div>' for c in f.fix.get("commands", [])]
+        auto = " (doctor fix can apply this)" if f.fix.automatic else ""
+        parts.append(f'<div><b>fix</b>: {_e(f.fix.summary)}{_e(auto)}</div>')
+        parts += [f'<div class="cmd">$ {_e(c)}</div>' for c in f.fix.commands]
     if f.sources:
         parts.append(f'<div class="meta">sources: {_e(" · ".join(f.sources))} · <code>doctor explain {_e(f.id)}</code></div>')
     parts.append("</div>")
@@ -116,13 +116,13 @@ def render(result) -> str:
     warnings = sum(f.severity == "warning" for f in result.findings)
     by_id = {f.id: f for f in result.findings}
     body, shown = [], set()
-    for area in dict.fromkeys(c["area"] for c in result.checks):
+    for area in dict.fromkeys(c.area for c in result.checks):
         body.append(f'<h2 data-area="{_e(area)}">{_e(AREA_TITLES.get(area, area))}</h2>')
-        for c in (c for c in result.checks if c["area"] == area):
-            why = f' <span class="meta">({_e(c["why"])})</span>' if c["status"] == "skipped" else ""
-            body.append(f'<div class="check s-{_e(c["status"])}"><span class="mark">{MARK[c["status"]][0]}</span>'
-                        f'{_e(c["check"])}{why}</div>')
-            for fid in c["ids"]:
+        for c in (c for c in result.checks if c.area == area):
+            why = f' <span class="meta">({_e(c.why)})</span>' if c.why and c.status in ("skipped", "crash") else ""
+            body.append(f'<div class="check s-{_e(c.status)}"><span class="mark">{MARK[c.status][0]}</span>'
+                        f'{_e(c.check)}{why}</div>')
+            for fid in c.ids:
                 if fid in shown:  # one finding from two checks: its details are shown once
                     body.append(f'<div class="finding {_e(by_id[fid].severity)} meta" data-see="{_e(fid)}">'
                                 f'<span class="fid">{_e(fid)}</span> (above)</div>')

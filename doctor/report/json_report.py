@@ -16,7 +16,7 @@ def to_document(result) -> dict:
         "doctor_version": __version__,
         "target": {"python": result.python, **result.facts.get("python", {})},
         "findings": [f.to_dict() for f in result.findings],
-        "checks": result.checks,
+        "checks": [c.to_dict() for c in result.checks],
         "probes": {n: {"ok": r.ok, "error": r.error, "cached": r.cached} for n, r in result.probes.items()},
         "facts": facts,
         "timings": result.timings,

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 
 MARK = {"ok": ("✓", "green"), "info": ("i", "cyan"), "warning": ("!", "yellow"), "error": ("✗", "red"),
-        "skipped": ("-", "dim")}
+        "skipped": ("-", "dim"), "crash": ("‼", "magenta")}
 AREA_TITLES = {
     "stack": "Stack", "versions": "Versions", "python": "Python env", "packages": "Packages",
     "imports": "Imports", "vllm": "vLLM", "attention": "Attention kernels", "gpu": "GPU",
@@ -21,14 +21,12 @@ def render(result, console: Console | None = None) -> None:
                   f"{len(result.facts.get('distributions', {}))} distributions)")
     by_id = {f.id: f for f in result.findings}
     shown: set[str] = set()
-    area_order = list(dict.fromkeys(c["area"] for c in result.checks))
+    area_order = list(dict.fromkeys(c.area for c in result.checks))
     for area in area_order:
         console.print(f"\n[bold]{AREA_TITLES.get(area, area)}[/]")
-        for c in (c for c in result.checks if c["area"] == area):
-            mark, colour = MARK[c["status"]]
-            extra = f" [dim]({c['why']})[/]" if c["status"] == "skipped" else ""
-            console.print(f"  [{colour}]{mark}[/] {escape(c['check'])}{extra}")
-            for fid in c["ids"]:
+        for c in (c for c in result.checks if c.area == area):
+            render_check(console, c)
+            for fid in c.ids:
                 if fid in shown:  # one finding from two checks: its details are printed once
                     m, col = MARK[by_id[fid].severity]
                     console.print(f"      [{col}]{m} {fid}[/] [dim](above)[/]")
@@ -46,6 +44,13 @@ def render(result, console: Console | None = None) -> None:
         console.print("[dim]doctor explain ID · doctor fix --dry-run[/]")
 
 
+def render_check(console: Console, c) -> None:
+    """One check line: its mark, what was checked, and why it could not look (skipped, crash)."""
+    mark, colour = MARK[c.status]
+    extra = f" [dim]({escape(c.why)})[/]" if c.why and c.status in ("skipped", "crash") else ""
+    console.print(f"  [{colour}]{mark}[/] {escape(c.check)}{extra}")
+
+
 def render_finding(console: Console, f) -> None:
     mark, colour = MARK[f.severity]
     console.print(f"      [{colour}]{mark} {f.id}[/]: {escape(f.title)}")
@@ -54,9 +59,9 @@ def render_finding(console: Console, f) -> None:
     if len(f.evidence) > 14:
         console.print(f"          [dim]… {len(f.evidence) - 14} more (--json has all)[/]")
     if f.severity != "info":
-        auto = " [green](doctor fix can apply this)[/]" if f.fix["automatic"] else ""
-        console.print(f"        fix: {escape(f.fix['summary'])}{auto}")
-        for cmd in f.fix["commands"]:
+        auto = " [green](doctor fix can apply this)[/]" if f.fix.automatic else ""
+        console.print(f"        fix: {escape(f.fix.summary)}{auto}")
+        for cmd in f.fix.commands:
             console.print(f"          $ {escape(cmd)}")
 
 
@@ -79,8 +84,8 @@ def render_triage(t, console: Console | None = None) -> None:
         console.print(f"  [{colour}]{mark} {f.id}[/]: {escape(f.title)}")
         for e in f.evidence:
             console.print(f"      [dim]{escape(e)}[/]")
-        console.print(f"    fix: {escape(f.fix['summary'])}")
-        for cmd in f.fix["commands"]:
+        console.print(f"    fix: {escape(f.fix.summary)}")
+        for cmd in f.fix.commands:
             console.print(f"      $ {escape(cmd)}")
     errors = [f for f in t.findings if f.severity == "error"]
     if errors:

@@ -7,11 +7,12 @@ findings merge: the first-registered rule's title and severity win, evidence acc
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
 
 from packaging.utils import canonicalize_name
 
-from doctor.findings import Finding, report_order, worst
+from doctor.findings import Finding, report_order
+from doctor.results import Check, Status
+from doctor.rules.registry import FactView, Registry, run_rule
 
 
 @dataclass
@@ -25,26 +26,8 @@ class Context:
     cluster: str | None = None         # --cluster ADDRESS
 
 
-@dataclass
-class Rule:
-    fn: Callable[[dict, Context], Iterable[Finding]]
-    check: str
-    area: str
-    needs: tuple[str, ...]
-    applies: Callable[[Context], str | None] | None = None  # returns why it does not apply, or None
-    # Distributions the check is about: when one is not installed, the check is skipped ("vllm is
-    # not installed") instead of passing with nothing to look at (stack.dists-missing reports it).
-    requires: tuple[str, ...] = ()
-
-
-RULES: list[Rule] = []
-
-
-def rule(check: str, area: str, needs: tuple[str, ...] = (), applies=None, requires: tuple[str, ...] = ()):
-    def register(fn):
-        RULES.append(Rule(fn, check, area, needs, applies, requires))
-        return fn
-    return register
+RULES = Registry()
+rule = RULES  # @rule("check", "area", needs=..., requires=...) registers an environment rule
 
 
 def _load_rule_modules() -> None:
@@ -54,35 +37,43 @@ def _load_rule_modules() -> None:
     )
 
 
-def evaluate(facts: dict, ctx: Context) -> tuple[list[Finding], list[dict]]:
+def why_absent(name: str, ctx: Context) -> str:
+    """Why a fact is absent: the option that skipped its probe, or the probe's failure."""
+    if name in ctx.skipped:
+        return f"skipped by {ctx.skipped[name]}"
+    if name in ctx.probe_errors:
+        return f"the {name} probe could not run"
+    return f"no {name} facts (probe could not run)"
+
+
+def evaluate(facts: dict, ctx: Context) -> tuple[list[Finding], list[Check]]:
     _load_rule_modules()
+    view = FactView(facts, lambda name: why_absent(name, ctx))
     merged: dict[str, Finding] = {}
-    checks = []
+    checks: list[Check] = []
     for r in RULES:
         not_applicable = r.applies(ctx) if r.applies else None
         if not_applicable:
-            checks.append({"check": r.check, "area": r.area, "status": "skipped", "why": not_applicable, "ids": []})
+            checks.append(Check(r.check, r.area, Status.SKIPPED, why=not_applicable))
             continue
         absent = [d for d in r.requires if canonicalize_name(d) not in (facts.get("distributions") or {})]
         if absent:
             why = f"{' and '.join(absent)} {'is' if len(absent) == 1 else 'are'} not installed"
-            checks.append({"check": r.check, "area": r.area, "status": "skipped", "why": why, "ids": []})
+            checks.append(Check(r.check, r.area, Status.SKIPPED, why=why))
             continue
         missing = [n for n in r.needs if facts.get(n) is None]
         if missing:
-            by = [ctx.skipped[n] for n in missing if n in ctx.skipped]
-            why = f"skipped ({by[0]})" if by else "no facts (probe could not run)"
-            checks.append({"check": r.check, "area": r.area, "status": "skipped", "why": why, "ids": []})
+            checks.append(Check(r.check, r.area, Status.SKIPPED, why=why_absent(missing[0], ctx)))
             continue
-        ids = []
-        for f in r.fn(facts, ctx) or []:
-            ids.append(f.id)
+        got, check = run_rule(r, lambda: r.fn(view, ctx))
+        for f in got:
             if f.id in merged:
                 have = merged[f.id]
                 have.evidence.extend(e for e in f.evidence if e not in have.evidence)
             else:
                 merged[f.id] = f
-        status = worst(merged[i].severity for i in ids) or "ok"
-        checks.append({"check": r.check, "area": r.area, "status": status, "ids": sorted(set(ids))})
+        if check.status not in (Status.SKIPPED, Status.CRASH):  # a merged ID counts at its worst
+            check.status = Status.of(merged[i].severity for i in check.ids)
+        checks.append(check)
     findings = sorted(merged.values(), key=report_order)
     return findings, checks

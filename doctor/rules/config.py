@@ -10,12 +10,12 @@ from __future__ import annotations
 import difflib
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
-
 from packaging.version import InvalidVersion, Version
 
 from doctor import knowledge
-from doctor.findings import Finding, make, report_order, worst
+from doctor.findings import Finding, make, report_order
+from doctor.results import Check, Status
+from doctor.rules.registry import Registry, run_rule
 
 _MISSING = object()
 
@@ -33,21 +33,12 @@ class ConfigContext:
     source: str = "overrides"             # recipe name or file, for evidence
 
 
-@dataclass
-class ConfigRule:
-    fn: Callable[[ConfigContext], Iterable[Finding]]
-    check: str
-    needs_config: bool = True
-
-
-CONFIG_RULES: list[ConfigRule] = []
+CONFIG_RULES = Registry(area="config")
 
 
 def config_rule(check: str, needs_config: bool = True):
-    def register(fn):
-        CONFIG_RULES.append(ConfigRule(fn, check, needs_config))
-        return fn
-    return register
+    """Register a config rule; needs_config: it reads the composed config (skipped when it did not compose)."""
+    return CONFIG_RULES(check, needs=("config",) if needs_config else ())
 
 
 def K() -> dict:
@@ -374,16 +365,15 @@ def ignored_key(ctx: ConfigContext):
                    key=key, verl=ctx.verl or "?", fixed=f"drop {key}={ov[key]}")
 
 
-def evaluate_config(ctx: ConfigContext) -> tuple[list[Finding], list[dict]]:
+def evaluate_config(ctx: ConfigContext) -> tuple[list[Finding], list[Check]]:
     findings: list[Finding] = []
-    checks = []
+    checks: list[Check] = []
     for r in CONFIG_RULES:
-        if r.needs_config and ctx.config is None:
-            checks.append({"check": r.check, "area": "config", "status": "skipped", "why": "config did not compose", "ids": []})
+        if "config" in r.needs and ctx.config is None:
+            checks.append(Check(r.check, r.area, Status.SKIPPED, why="config did not compose"))
             continue
-        got = list(r.fn(ctx) or [])
+        got, check = run_rule(r, lambda: r.fn(ctx))
         findings.extend(got)
-        status = worst(f.severity for f in got) or "ok"
-        checks.append({"check": r.check, "area": "config", "status": status, "ids": sorted({f.id for f in got})})
+        checks.append(check)
     findings.sort(key=report_order)  # all config.*: same area, so errors first, then by ID as before
     return findings, checks

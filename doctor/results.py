@@ -1,0 +1,95 @@
+"""The typed results every command shares: severities, check statuses, exit codes, checks, fixes.
+
+The enums are `str`/`int` subclasses, so the JSON documents and the exit statuses a user sees are
+the plain values ("error", 1), and `==` against those values still holds."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Iterable
+
+
+class Severity(str, enum.Enum):
+    """How bad a finding is. Order: worst first."""
+
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+    __str__ = str.__str__
+    __format__ = str.__format__
+    __hash__ = str.__hash__   # "error" and Severity.ERROR are one dict key
+
+    @property
+    def rank(self) -> int:
+        return _SEVERITY_ORDER.index(self)
+
+
+_SEVERITY_ORDER = (Severity.ERROR, Severity.WARNING, Severity.INFO)
+
+
+def worst(severities: Iterable[str]) -> Severity | None:
+    """The worst of some severities, None for none."""
+    return min((Severity(s) for s in severities), key=lambda s: s.rank, default=None)
+
+
+class Status(str, enum.Enum):
+    """What became of one check: passed, found something (the worst severity), could not look
+    (skipped, with why), or the doctor's own rule raised (crash, with a doctor.* finding)."""
+
+    OK = "ok"
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+    SKIPPED = "skipped"
+    CRASH = "crash"
+
+    __str__ = str.__str__
+    __format__ = str.__format__
+    __hash__ = str.__hash__   # "error" and Severity.ERROR are one dict key
+
+    @classmethod
+    def of(cls, severities: Iterable[str]) -> "Status":
+        w = worst(severities)
+        return cls.OK if w is None else cls(w.value)
+
+
+class ExitCode(enum.IntEnum):
+    """One meaning per code, for every command of `doctor` and `recipes`."""
+
+    OK = 0            # nothing that needs attention (--strict: not even a warning)
+    PROBLEMS = 1      # the command found problems: error findings, a missed band, a failed fix
+    USAGE = 2         # bad usage or bad input: one line on stderr, nothing was done
+    INCOMPLETE = 3    # something the command ran did not complete (a probe, a rule, the run) and no
+                      # error was found in what it could see
+    INTERRUPTED = 130  # Ctrl-C, TERM or HUP: everything the doctor started was stopped
+
+
+@dataclass
+class Check:
+    """One line of a report: what was checked, in which area, and what came of it."""
+
+    check: str
+    area: str
+    status: Status
+    ids: list[str] = field(default_factory=list)
+    why: str | None = None          # for skipped / crash: why it could not look
+
+    def to_dict(self) -> dict:
+        d = {"check": self.check, "area": self.area, "status": self.status.value, "ids": list(self.ids)}
+        if self.why is not None:
+            d["why"] = self.why
+        return d
+
+
+@dataclass
+class Fix:
+    """How to fix a finding: a summary, the commands, and whether `doctor fix` can apply it."""
+
+    summary: str
+    commands: list[str] = field(default_factory=list)
+    automatic: bool = False
+
+    def to_dict(self) -> dict:
+        return {"summary": self.summary, "commands": list(self.commands), "automatic": self.automatic}

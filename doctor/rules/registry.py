@@ -1,0 +1,87 @@
+"""One registry mechanism for every family of rules (environment rules, config rules), and the one
+loop that runs them.
+
+A rule is a pure function from facts to findings. It runs isolated: a rule that raises is a check
+with status `crash` and a `doctor.rule-crashed` finding (the end of the traceback as evidence),
+and the other checks go on. A rule reads its facts through a FactView: reading a fact that the
+probes did not deliver raises FactMissing, which makes the check `skipped` with why, never ✓."""
+
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator
+
+from doctor.findings import Finding, make
+from doctor.results import Check, Status
+
+
+class FactMissing(Exception):
+    """A rule read a fact that is absent (its probe was skipped, failed, or could not look)."""
+
+    def __init__(self, name: str, why: str):
+        super().__init__(name)
+        self.name, self.why = name, why
+
+
+class FactView(dict):
+    """The facts as a rule sees them: a deep fact that is None (skipped or failed probe) raises
+    FactMissing when the rule reads it with [] — `.get()` stays available for rules that handle
+    absence themselves (and then say so in their own finding)."""
+
+    def __init__(self, facts: dict, why: Callable[[str], str]):
+        super().__init__(facts)
+        self._why = why
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self or dict.__getitem__(self, key) is None:
+            raise FactMissing(key, self._why(key))
+        return dict.__getitem__(self, key)
+
+
+@dataclass
+class Rule:
+    fn: Callable[..., Iterable[Finding]]
+    check: str
+    area: str
+    needs: tuple[str, ...] = ()
+    applies: Callable[[Any], str | None] | None = None  # returns why it does not apply, or None
+    # Distributions the check is about: when one is not installed, the check is skipped ("vllm is
+    # not installed") instead of passing with nothing to look at (stack.dists-missing reports it).
+    requires: tuple[str, ...] = ()
+
+
+class Registry:
+    """An ordered list of rules; registration order decides merges of one ID from two rules."""
+
+    def __init__(self, area: str | None = None):
+        self.area = area
+        self.rules: list[Rule] = []
+
+    def __call__(self, check: str, area: str | None = None, needs: tuple[str, ...] = (), applies=None,
+                 requires: tuple[str, ...] = ()):
+        def register(fn):
+            self.rules.append(Rule(fn, check, area or self.area or "?", tuple(needs), applies, tuple(requires)))
+            return fn
+        return register
+
+    def __iter__(self) -> Iterator[Rule]:
+        return iter(self.rules)
+
+
+def crash_finding(check: str, exc: BaseException) -> Finding:
+    tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
+    tail = [ln.rstrip() for chunk in tb[-4:] for ln in chunk.splitlines() if ln.strip()][-6:]
+    return make("doctor.rule-crashed", tail, check=check, error=f"{type(exc).__name__}: {exc}")
+
+
+def run_rule(r: Rule, call: Callable[[], Iterable[Finding]]) -> tuple[list[Finding], Check]:
+    """Run one rule: its findings and its check line (ok / worst severity / skipped / crash)."""
+    try:
+        got = list(call() or [])
+    except FactMissing as exc:
+        return [], Check(r.check, r.area, Status.SKIPPED, why=exc.why)
+    except Exception as exc:  # noqa: BLE001 - isolate the doctor's own bugs, like the probes
+        f = crash_finding(r.check, exc)
+        return [f], Check(r.check, r.area, Status.CRASH, ids=[f.id], why="the rule raised; see doctor.rule-crashed")
+    return got, Check(r.check, r.area, Status.of(f.severity for f in got), ids=sorted({f.id for f in got}))
