@@ -10,9 +10,7 @@ import sys
 
 from doctor import __version__
 from doctor.errors import UsageError
-
-EXIT_OK, EXIT_ERRORS, EXIT_USAGE, EXIT_PROBE_FAILED = 0, 1, 2, 3
-
+from doctor.results import ExitCode
 
 class Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, exit 2 (argparse's default prints usage too)
@@ -115,10 +113,10 @@ def dispatch(prog: str, parser: argparse.ArgumentParser, argv, handlers: dict[st
         return getattr(importlib.import_module(module), func)(args)
     except UsageError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
-        return 130
+        return ExitCode.INTERRUPTED
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,6 +11,7 @@ from typing import Callable
 from doctor import __version__, cache
 from doctor.errors import UsageError
 from doctor.findings import Finding
+from doctor.results import Check
 from doctor.probes import TARGET_PROBES, ProbeResult, interrupt_running, run_local_probe, run_target_probe
 from doctor.probes.environment import environment_facts
 from doctor.probes.gpu import nvml_facts, torch_cuda_build
@@ -24,7 +25,7 @@ class CheckResult:
     facts: dict
     probes: dict[str, ProbeResult]
     findings: list[Finding] = field(default_factory=list)
-    checks: list[dict] = field(default_factory=list)
+    checks: list[Check] = field(default_factory=list)
     timings: dict = field(default_factory=dict)
 
 
@@ -47,16 +48,17 @@ def collect_facts(python: str, *, fast: bool = False, use_cache: bool = True, sc
         progress("distributions", "start")
         dist = run_target_probe(TARGET_PROBES["distributions"], python)  # --timeout-scale: deep probes only
         progress("distributions", "done")
-        if dist.ok:
+        if dist.ok and dist.data is not None:
             cache.store_dists(python, dist.data)
-    if not dist.ok:
+    if not dist.ok or dist.data is None:
         pool.shutdown(wait=False)
         raise UsageError(f"--python {python}: cannot inspect it as a Python interpreter ({dist.error})")
+    dist_data: dict = dist.data
     probes: dict[str, ProbeResult] = {"distributions": dist}
 
     deep_names = [n for n, p in TARGET_PROBES.items() if p.deep and n not in skip]
     if not fast:
-        key = cache.fingerprint(python, dist.data, __version__)
+        key = cache.fingerprint(python, dist_data, __version__)
         cached = cache.load(key) if use_cache else None
         if cached and all(n in cached for n in deep_names):
             for n in deep_names:
@@ -81,12 +83,12 @@ def collect_facts(python: str, *, fast: bool = False, use_cache: bool = True, sc
     pool.shutdown(wait=False)
 
     facts = {
-        "python": dist.data["python"],
-        "markers": dist.data["markers"],
-        "distributions": dist.data["dists"],
-        "metadata_problems": {"broken": dist.data["broken"], "duplicates": dist.data["duplicates"]},
+        "python": dist_data["python"],
+        "markers": dist_data["markers"],
+        "distributions": dist_data["dists"],
+        "metadata_problems": {"broken": dist_data["broken"], "duplicates": dist_data["duplicates"]},
         "gpu": dict(probes["gpu"].data or {"available": False, "reason": probes["gpu"].error},
-                    torch=torch_cuda_build(dist.data["dists"])),
+                    torch=torch_cuda_build(dist_data["dists"])),
         "system": probes["system"].data,
         "environment": probes["environment"].data,
         "ray_state": probes["ray_state"].data,

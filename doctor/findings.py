@@ -61,7 +61,7 @@ def make(finding_id: str, evidence: list[str], severity: str | None = None, **pa
     fix = spec["fix"]
     return Finding(
         id=finding_id,
-        severity=sev,
+        severity=Severity(sev),
         area=spec["area"],
         title=fmt(spec["title"]),
         evidence=[str(e) for e in evidence],

@@ -17,8 +17,12 @@ class Severity(str, enum.Enum):
     WARNING = "warning"
     INFO = "info"
 
-    __str__ = str.__str__
-    __format__ = str.__format__
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
     __hash__ = str.__hash__   # "error" and Severity.ERROR are one dict key
 
     @property
@@ -45,9 +49,13 @@ class Status(str, enum.Enum):
     SKIPPED = "skipped"
     CRASH = "crash"
 
-    __str__ = str.__str__
-    __format__ = str.__format__
-    __hash__ = str.__hash__   # "error" and Severity.ERROR are one dict key
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+    __hash__ = str.__hash__   # "ok" and Status.OK are one dict key
 
     @classmethod
     def of(cls, severities: Iterable[str]) -> "Status":

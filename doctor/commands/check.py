@@ -5,18 +5,18 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from doctor.cli import EXIT_ERRORS, EXIT_OK, EXIT_PROBE_FAILED
 from doctor.engine import run_check as engine_check
 from doctor.target import resolve_python
+from doctor.results import ExitCode
 
 
 def exit_code(result, strict: bool) -> int:
     sev = {f.severity for f in result.findings}
     if "error" in sev or (strict and "warning" in sev):
-        return EXIT_ERRORS
+        return ExitCode.PROBLEMS
     if any(not r.ok for r in result.probes.values()):
-        return EXIT_PROBE_FAILED
-    return EXIT_OK
+        return ExitCode.INCOMPLETE
+    return ExitCode.OK
 
 
 def _skips(args) -> list[str]:
@@ -76,13 +76,13 @@ def run_check(args) -> int:
 
         result.findings.sort(key=report_order)
     if args.json:
-        from doctor.report.json_report import render
+        from doctor.report import json_report
 
-        sys.stdout.write(render(result) + "\n")
+        sys.stdout.write(json_report.render(result) + "\n")
     else:
-        from doctor.report.text import render
+        from doctor.report import text
 
-        render(result)
+        text.render(result)
     if html_out is not None:
         from doctor.report.html_report import write
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from doctor.results import ExitCode
 import json
 import sys
 
-from doctor.cli import EXIT_ERRORS, EXIT_OK, EXIT_PROBE_FAILED
 
 
 def _err(msg: str) -> None:
@@ -23,11 +23,11 @@ def run_container(args) -> int:
                                    echo=(lambda m: None) if args.quiet else _err)
         except containers.BuildFailed as exc:
             _err(f"doctor: container build failed: {exc}")
-            return EXIT_ERRORS
+            return ExitCode.PROBLEMS
         res.pop("log", None)
         if args.json:
             print(json.dumps(res, indent=2, sort_keys=True))
-            return EXIT_OK
+            return ExitCode.OK
         size = res["size_bytes"] or 0
         print(f"built {res['tag']}  {res['image_id'][:19]}  {size / 1e9:.2f} GB  "
               f"({res['build_seconds']} s, {res['cached_steps']} cached steps)")
@@ -35,7 +35,7 @@ def run_container(args) -> int:
         print(f"lock  {res['labels'].get('io.verl-doctor.lock.file')}  "
               f"sha256 {res['labels'].get('io.verl-doctor.lock.sha256', '')[:16]}…")
         print(f"next  doctor container verify {res['tag']}")
-        return EXIT_OK
+        return ExitCode.OK
     if args.container_command == "verify":
         res = containers.verify(args.tag, echo=(lambda m: None) if args.json else _err)
         if args.json:
@@ -52,6 +52,6 @@ def run_container(args) -> int:
                 print(f"  note: {n}")
             print(f"run it with:\n  {res['run_command']}")
         if res["passed"]:
-            return EXIT_OK
-        return EXIT_ERRORS if res["errors"] else EXIT_PROBE_FAILED
-    return 2
+            return ExitCode.OK
+        return ExitCode.PROBLEMS if res["errors"] else ExitCode.INCOMPLETE
+    return ExitCode.USAGE

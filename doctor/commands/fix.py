@@ -17,8 +17,8 @@ from rich.markup import escape
 
 from doctor.errors import UsageError
 from doctor.target import resolve_python
+from doctor.results import ExitCode
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 HOST_FACT_PREFIXES = ("gpu.",)  # errors about the machine, not the env: never judged by a re-check
 
 
@@ -179,22 +179,23 @@ def run_fix(args) -> int:
             if not args.json:
                 render_plan(out, plan, before, stack_how)
                 out.print(f"\n[bold red]✗ the plan cannot be applied[/]: {escape(str(exc))}\n  nothing was changed")
-            return finish("plan-failed", EXIT_FAILED)
+            return finish("plan-failed", ExitCode.PROBLEMS)
         doc["timings"]["plan_s"] = round(time.perf_counter() - t0, 2)
         doc["plan"] = plan.to_dict()
         if not args.json:
             render_plan(out, plan, before, stack_how)
         if args.dry_run:
             say("\n[dim]--dry-run: nothing was changed[/]")
-            return finish("planned", EXIT_OK)
+            return finish("planned", ExitCode.OK)
         if not plan.steps:
             say("\n[green]nothing to fix automatically[/]" + (" (see the manual steps above)" if plan.manual else ""))
-            return finish("nothing-to-do", EXIT_OK)
+            return finish("nothing-to-do", ExitCode.OK)
         if not args.yes and not _confirm("\nApply this plan?"):
             say("nothing was changed")
-            return finish("declined", EXIT_OK)
+            return finish("declined", ExitCode.OK)
 
         # Snapshot first: from here on, `doctor rollback ID` can always restore the target.
+        assert snap_id is not None  # plan.steps and not --dry-run
         snap = snapmod.create(snap_id, python, plan, before.facts["distributions"])
         doc["snapshot"] = {"id": snap.id, "path": str(snap.path)}
         say(f"\nsnapshot [bold]{snap.id}[/] written before any change: {escape(str(snap.path))}")
@@ -225,7 +226,7 @@ def run_fix(args) -> int:
             _err_console().print(f"\n[bold yellow]interrupted[/]: the target may be half-changed; snapshot {snap.id} "
                                  f"was written before any change.\nrestore it with: doctor rollback {snap.id} --yes"
                                  + (f" --python {python}" if args.python else ""))
-            return finish("interrupted", EXIT_INTERRUPTED)
+            return finish("interrupted", ExitCode.INTERRUPTED)
 
         new, unfixed = judge(before.findings, after.findings, plan.targets)
         doc.update(after=_summary(after.findings), new_errors=new, unfixed=unfixed)
@@ -257,7 +258,7 @@ def run_fix(args) -> int:
                 note = " (host fact, not the env)" if f.id.startswith(HOST_FACT_PREFIXES) else ""
                 out.print(f"  still reported: [{colour}]{mark} {escape(f.id)}[/]{note}: {escape(f.title)}")
             out.print(f"  undo with: doctor rollback {snap.id}")
-        return finish("fixed", EXIT_OK)
+        return finish("fixed", ExitCode.OK)
 
 
 def _roll_back(snap, python, doc, say) -> tuple[str, int]:
@@ -273,12 +274,12 @@ def _roll_back(snap, python, doc, say) -> tuple[str, int]:
         doc["rollback_error"] = str(exc)
         say(f"[bold red]✗ the automatic rollback failed[/]: {escape(str(exc))}\n"
             f"  retry with: doctor rollback {snap.id} --yes")
-        return "rollback-failed", EXIT_FAILED
+        return "rollback-failed", ExitCode.PROBLEMS
     doc["timings"]["rollback_s"] = round(time.perf_counter() - t0, 2)
     snap.update(status="rolled-back", rollback_reason=doc.get("reason"))
     say(f"[bold yellow]rolled back[/]: `uv pip freeze` is identical to the snapshot; the fix was not kept "
         f"({escape(doc.get('reason') or '')})")
-    return "rolled-back", EXIT_FAILED
+    return "rolled-back", ExitCode.PROBLEMS
 
 
 class _nullcontext:
@@ -303,7 +304,7 @@ def run_rollback(args) -> int:
         snaps = snapmod.list_all(python_arg)
         if not snaps:
             out.print(f"no snapshots in {escape(str(snapmod.snapshots_dir()))}")
-            return EXIT_OK
+            return ExitCode.OK
         for s in snaps:
             targets = sorted({t for st in s.meta.get("plan", {}).get("steps", []) for t in st.get("targets", [])})
             out.print(f"{s.id}  {s.meta.get('created', '?')}  [bold]{escape(s.meta.get('status', '?'))}[/]  "
@@ -312,7 +313,7 @@ def run_rollback(args) -> int:
                 out.print(f"    the state a rollback to {escape(s.meta.get('before_rollback_to') or '?')} replaced")
             else:
                 out.print(f"    fixes: {escape(', '.join(targets) or '-')}")
-        return EXIT_OK
+        return ExitCode.OK
 
     snap = snapmod.find(args.snapshot, python_arg)
     python = python_arg or snap.meta["target"]
@@ -328,7 +329,7 @@ def run_rollback(args) -> int:
                   f"{snap.meta.get('status')}) → {escape(python)}")
         if now == saved and not any(not _restores_packages(r) for r in snap.meta.get("applied", [])):
             out.print("[green]nothing to do[/]: `uv pip freeze` already equals the snapshot's")
-            return EXIT_OK
+            return ExitCode.OK
         import difflib
 
         diff = [ln for ln in difflib.unified_diff(now.splitlines(), saved.splitlines(), lineterm="", n=0)
@@ -338,7 +339,7 @@ def run_rollback(args) -> int:
             out.print(f"    [{'green' if ln[0] == '+' else 'red'}]{escape(ln)}[/]")
         if not args.yes and not _confirm("Restore this snapshot?"):
             out.print("nothing was changed")
-            return EXIT_OK
+            return ExitCode.OK
         t0 = time.perf_counter()
         # A rollback changes the env too: snapshot what it replaces first, so it can be undone.
         before = snapmod.create(snapmod.new_id(), python, None, _freeze_versions(now), before_rollback_to=snap.id)
@@ -348,12 +349,12 @@ def run_rollback(args) -> int:
             snapmod.restore(snap, python, log=lambda m: out.print(f"  [dim]$ {escape(m)}[/]"))
         except FixError as exc:
             out.print(f"[bold red]✗ rollback failed[/]: {escape(str(exc))}")
-            return EXIT_FAILED
+            return ExitCode.PROBLEMS
         snap.update(status="rolled-back")
         before.update(status="replaced-by-rollback")
         out.print(f"[bold green]✓ restored[/] in {time.perf_counter() - t0:.1f} s: `uv pip freeze` is byte-identical "
                   "to the snapshot")
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def _freeze_versions(freeze_text: str) -> dict:
@@ -369,5 +370,5 @@ def _freeze_versions(freeze_text: str) -> dict:
 def _restores_packages(record: dict) -> bool:
     from doctor.fixes import STEP_KINDS
 
-    kind = STEP_KINDS.get(record.get("kind"))
+    kind = STEP_KINDS.get(record.get("kind") or "")
     return kind is None or kind.restores_packages

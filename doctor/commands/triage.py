@@ -5,9 +5,7 @@ from __future__ import annotations
 import json
 
 from doctor.triage import read_log, triage_text
-
-EXIT_OK, EXIT_CAUSE = 0, 1
-
+from doctor.results import ExitCode
 
 def run_triage(args) -> int:
     t = triage_text(read_log(args.log), args.log)
@@ -17,4 +15,4 @@ def run_triage(args) -> int:
         from doctor.report.text import render_triage
 
         render_triage(t)
-    return EXIT_CAUSE if any(f.severity == "error" for f in t.findings) else EXIT_OK
+    return ExitCode.PROBLEMS if any(f.severity == "error" for f in t.findings) else ExitCode.OK

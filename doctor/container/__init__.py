@@ -412,7 +412,8 @@ def shm_size_for_ray() -> str:
         mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError):
         mem = 16 << 30
-    return f"{max(2, math.ceil(mem * 0.3 / (1 << 30)))}g"
+    fraction = knowledge.load("system")["shm"]["object_store_fraction"]
+    return f"{max(2, math.ceil(mem * fraction / (1 << 30)))}g"
 
 
 def run_line(tag: str, gpus: bool) -> str:

@@ -192,7 +192,7 @@ def build_plan(findings, *, python: str, stack: dict | None, lockfile: str | Non
                 reason, source = entry.get("reason", ""), entry.get("source", "")
                 if c:
                     reason = f"{reason}: {c['reason']}" if reason else c["reason"]
-                    source = f"{stack['name']}.yaml: {c['source']}"
+                    source = f"{(stack or {}).get('name')}.yaml: {c['source']}"
                 slot = pkg.setdefault(req, {"requirement": req, "findings": [], "reason": reason, "source": source})
                 slot["findings"].append(f.id)
             reinstall += [r for r in entry.get("reinstall", []) if r not in reinstall]

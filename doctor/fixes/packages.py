@@ -54,7 +54,8 @@ def sync_to(python: str, requirements_file: Path, *, require_hashes: bool = Fals
 
 def parse_changes(uv_stderr: str) -> list[str]:
     """uv's ' - name==old' / ' + name==new' lines → 'name old → new', '+ name new', '- name old'."""
-    removed, added = {}, {}
+    removed: dict[str, str] = {}
+    added: dict[str, str] = {}
     for line in uv_stderr.splitlines():
         m = _CHANGE.match(line)
         if m:
@@ -97,6 +98,7 @@ class PackagesKind(StepKind):
         step.changes = parse_changes(proc.stderr) or ["nothing (already satisfied)"]
 
     def apply(self, step: Step, ctx: ApplyContext) -> dict:
+        assert ctx.snapshot_dir is not None, "package steps apply after a snapshot"
         cons = Path(ctx.snapshot_dir) / "constraints.txt"
         cons.write_text(step.data["constraints"])
         args = _install_args(step, str(cons))

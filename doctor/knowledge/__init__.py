@@ -20,17 +20,37 @@ def _load(path: Path) -> Any:
         return yaml.load(fh, Loader=_Loader)
 
 
+def _load_checked(path: Path, schema: str) -> Any:
+    """Load and validate: a file that does not match its schema is one line (KnowledgeError)."""
+    from doctor.knowledge.schema import KnowledgeError, validate
+
+    try:
+        data = _load(path)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise KnowledgeError(f"{path}:{where} is not valid YAML ({getattr(exc, 'problem', None) or exc})")
+    return validate(schema, data, _short(path))
+
+
+def _short(path: Path) -> str:
+    try:
+        return str(path.relative_to(KNOWLEDGE_DIR.parents[1]))
+    except ValueError:
+        return str(path)
+
+
 @functools.lru_cache(maxsize=None)
 def load(name: str) -> Any:
-    """One knowledge file by stem: load("findings") reads findings.yaml."""
-    return _load(KNOWLEDGE_DIR / f"{name}.yaml")
+    """One knowledge file by stem, validated: load("findings") reads findings.yaml."""
+    return _load_checked(KNOWLEDGE_DIR / f"{name}.yaml", name)
 
 
 @functools.lru_cache(maxsize=None)
 def stacks() -> dict[str, dict]:
     out = {}
     for path in sorted(STACKS_DIR.glob("*.yaml")):
-        data = _load(path)
+        data = _load_checked(path, "stack")
         out[data["name"]] = data
     return out
 

@@ -21,12 +21,10 @@ from typing import Callable
 SCRIPTS = Path(__file__).parent / "scripts"
 MARKER = "@@VERL-DOCTOR-JSON@@"
 
-# The stack's modules, in the order verl's main_ppo loads them.
-STACK_MODULES = [
-    "numpy", "pyarrow", "torch", "triton", "transformers", "tensordict", "ray", "ray.core.generated.gcs_pb2", "xformers",
-    "flash_attn", "vllm", "verl", "verl.third_party.vllm", "verl.trainer.main_ppo",
-    "verl.workers.fsdp_workers", "verl.workers.rollout.vllm_rollout",
-]
+def stack_modules() -> list[str]:
+    from doctor import knowledge
+
+    return knowledge.load("python_env")["stack_modules"]
 
 
 @dataclass
@@ -67,7 +65,7 @@ TARGET_PROBES = {
         TargetProbe("distributions", ("distributions.py",), budget_s=30, deep=False),
         # The compiled extensions load in the imports probe's process, where torch already is.
         TargetProbe("imports", ("extensions.py", "imports.py"), budget_s=240, deep=True,
-                    args=lambda: [",".join(STACK_MODULES)], provides=("extensions",)),
+                    args=lambda: [",".join(stack_modules())], provides=("extensions",)),
         TargetProbe("registry", ("registry.py",), budget_s=240, deep=True),
         TargetProbe("ray_smoke", ("ray_smoke.py",), budget_s=90, deep=True, args=lambda: _ray_smoke_args()),
     ]

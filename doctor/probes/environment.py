@@ -22,9 +22,9 @@ def redact(name: str, value: str, policy: dict | None = None) -> str:
 
 def environment_facts(environ: dict | None = None) -> dict:
     policy = knowledge.load("environment")
-    environ = os.environ if environ is None else environ
+    env = os.environ if environ is None else environ
     shown = {}
-    for name in sorted(environ):
+    for name in sorted(env):
         if any(fnmatch.fnmatchcase(name, pat) for pat in policy["allow"]):
-            shown[name] = redact(name, environ[name], policy)
+            shown[name] = redact(name, env[name], policy)
     return shown

@@ -3,6 +3,7 @@ from the target's torch/version.py without importing torch. "No driver / no NVML
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -23,6 +24,7 @@ def nvml_facts() -> dict:
     try:
         out = {
             "available": True,
+            "doctor_pid": os.getpid(),  # the doctor's own process is never "another process"
             "driver_version": _s(pynvml.nvmlSystemGetDriverVersion()),
             "cuda_driver_version": pynvml.nvmlSystemGetCudaDriverVersion(),
             "gpus": [],

@@ -26,13 +26,13 @@ def _k() -> dict:
 
 def temp_root(env: dict | None = None) -> dict:
     """Where Ray puts its state, exactly as Ray's get_user_temp_dir() decides it."""
-    env = os.environ if env is None else env
+    environ = os.environ if env is None else env
     t = _k()["temp_root"]
     for var in t["order"]:
         if var == "TMPDIR" and not sys.platform.startswith("linux"):
             continue
-        if var in env:  # Ray tests presence, not emptiness
-            return {"root": env[var], "source": var}
+        if var in environ:  # Ray tests presence, not emptiness
+            return {"root": environ[var], "source": var}
     return {"root": t["default"], "source": "default"}
 
 
@@ -102,7 +102,7 @@ def ray_processes() -> list[dict]:
     """gcs_server/raylet processes on this machine with their command lines (any user)."""
     names = set(_k()["liveness"]["processes"])
     boot = _boot_time()
-    out = []
+    out: list[dict] = []
     try:
         pids = [p for p in os.listdir("/proc") if p.isdigit()]
     except OSError:

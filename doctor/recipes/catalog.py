@@ -13,6 +13,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -20,8 +21,9 @@ from doctor.errors import UsageError
 
 PKG_DATA = Path(__file__).parent / "data"
 PKG_RECIPES = PKG_DATA / "recipes"
-DATASETS = {"gsm8k": {"dir": PKG_DATA / "gsm8k", "files": ["train.parquet", "test.parquet", "LICENSE", "SOURCE.md"],
-                      "train": "train.parquet", "val": "test.parquet"}}
+DATASETS: dict[str, dict[str, Any]] = {"gsm8k": {
+    "dir": PKG_DATA / "gsm8k", "files": ["train.parquet", "test.parquet", "LICENSE", "SOURCE.md"],
+    "train": "train.parquet", "val": "test.parquet"}}
 MODEL_CONFIGS = PKG_DATA / "models"
 COMPARISONS = {">=": lambda a, b: a >= b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b,
                "<": lambda a, b: a < b, "==": lambda a, b: a == b}
@@ -68,13 +70,13 @@ def validate(doc, path: Path) -> dict:
     _need(isinstance(doc, dict), path, "top level must be a mapping")
     for key in ("name", "description", "stack", "hardware", "model", "data", "overrides"):
         _need(key in doc, path, f"missing '{key}'")
-    _need(isinstance(doc["name"], str) and doc["name"], path, "'name' must be a string")
+    _need(isinstance(doc["name"], str) and bool(doc["name"]), path, "'name' must be a string")
     hw = doc["hardware"]
     _need(isinstance(hw, dict) and isinstance(hw.get("gpus"), int) and hw["gpus"] > 0, path,
           "'hardware.gpus' must be a positive integer")
     _need(isinstance(hw.get("min_memory_gib", 0), (int, float)), path, "'hardware.min_memory_gib' must be a number")
     m = doc["model"]
-    _need(isinstance(m, dict) and (m.get("path") or m.get("id")), path, "'model' needs 'path' or 'id'")
+    _need(isinstance(m, dict) and bool(m.get("path") or m.get("id")), path, "'model' needs 'path' or 'id'")
     _need(isinstance(doc["data"], (str, dict)), path, "'data' must be 'builtin:NAME' or {train, val}")
     if isinstance(doc["data"], str):
         _need(doc["data"].startswith("builtin:") and doc["data"][8:] in DATASETS, path,

@@ -15,6 +15,7 @@ from doctor.findings import Finding
 from doctor.results import Check
 from doctor.probes import TargetProbe, run_target_probe
 from doctor.rules.config import ConfigContext, evaluate_config, get, override_map, unknown_key_replacement
+from doctor.results import ExitCode
 
 SCRIPTS = Path(__file__).parent / "scripts"
 COMPOSE_BUDGET_S = 120
@@ -45,9 +46,10 @@ def compose(python: str, overrides: list[str]) -> dict:
     res = run_target_probe(probe, python)
     if not res.ok:
         raise UsageError(f"--python {python}: cannot compose verl's config there ({res.error})")
-    if res.data.get("error") and res.data.get("config") is None:
-        raise UsageError(f"--python {python}: {res.data['error']}")
-    return res.data
+    data = res.data or {}
+    if data.get("error") and data.get("config") is None:
+        raise UsageError(f"--python {python}: {data['error']}")
+    return data
 
 
 def lint_overrides(python: str, overrides: list[str], source: str, model_path: str | None = None) -> LintResult:
@@ -102,6 +104,7 @@ def render_text(r: LintResult, out=None) -> None:
 def fixed_overrides(r: LintResult) -> tuple[list[str], list[dict]]:
     """The overrides with every one Hydra rejected replaced (config.unknown-key's fix), and the
     changes made. Other findings are judgements (batch sizes, memory) and are left to the user."""
+    assert r.ctx is not None, "a lint result carries its config context"
     by_override = {x["override"]: unknown_key_replacement(x, r.ctx) for x in r.compose.get("rejected", [])}
     lines, changes = [], []
     for o in r.overrides:
@@ -161,7 +164,7 @@ def run_lint(args) -> int:
         sys.stdout.write(json.dumps(result.to_dict(), indent=1, default=str) + "\n")
     else:
         render_text(result)
-    return 1 if any(f.severity == "error" for f in result.findings) else 0
+    return ExitCode.PROBLEMS if any(f.severity == "error" for f in result.findings) else ExitCode.OK
 
 
 def _write_fixed_and_relint(result: LintResult, python: str, args) -> int:
@@ -180,4 +183,4 @@ def _write_fixed_and_relint(result: LintResult, python: str, args) -> int:
             print(f"  {c['override']}  →  {c['replacement'] or '(dropped)'}")
         print(f"\nre-lint of {path} alone:")
         render_text(again)
-    return 1 if any(f.severity == "error" for f in again.findings) else 0
+    return ExitCode.PROBLEMS if any(f.severity == "error" for f in again.findings) else ExitCode.OK

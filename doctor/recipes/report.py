@@ -83,7 +83,8 @@ def _nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     mag = 10 ** math.floor(math.log10(raw))
     step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
     start = math.floor(lo / step) * step
-    ticks, t = [], start
+    ticks: list[float] = []
+    t = start
     while t <= hi + step * 0.5 and len(ticks) < 20:
         ticks.append(round(t, 10))
         t += step
@@ -185,7 +186,7 @@ def render_html(log: lp.ParsedLog, summary: dict) -> str:
         name, pts = lp.resolve(log, role)
         title = roles[role]["title"]
         if pts:
-            cards.append(svg_chart(role, f"{title} — {name}", [(name, colour, pts)], roles[role]["unit"],
+            cards.append(svg_chart(role, f"{title} — {name}", [(name or role, colour, pts)], roles[role]["unit"],
                                    markers=role == "validation"))
         else:
             why = {"throughput": "This log has no perf/throughput (verl logs it from v0.3 on).",

@@ -31,12 +31,12 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from doctor.errors import UsageError
 from doctor.recipes import catalog
+from doctor.results import ExitCode
 
-EXIT_PASS, EXIT_BAND_MISSED, EXIT_RUN_FAILED, EXIT_INTERRUPTED = 0, 1, 3, 130
-VERL_COLUMNS = ["data_source", "prompt", "ability", "reward_model", "extra_info"]
 SCRIPTS = Path(__file__).parent / "scripts"
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _STEP = re.compile(r"(?:^|[\s>|\])])step:(\d+) - (.+)$")
@@ -147,12 +147,14 @@ def _model_checks(recipe: dict, res: dict) -> list[PreflightCheck]:
 
 
 def _target_preflight(python: str, model_path: str | None, files: dict) -> dict:
+    from doctor import knowledge
     from doctor.probes import TargetProbe, run_target_probe
 
-    arg = json.dumps({"model_path": model_path, "files": files, "columns": VERL_COLUMNS})
+    columns = knowledge.load("config_rules")["dataset_columns"]
+    arg = json.dumps({"model_path": model_path, "files": files, "columns": columns})
     probe = TargetProbe("preflight", ("preflight.py",), 120, False, args=lambda: [arg], script_dir=SCRIPTS)
     r = run_target_probe(probe, python)
-    return r.data if r.ok else {"error": r.error}
+    return (r.data or {}) if r.ok else {"error": r.error}
 
 
 def preflight(recipe: dict, res: dict, python: str, say=None, fast: bool = False) -> list[PreflightCheck]:
@@ -240,7 +242,7 @@ def evaluate_bands(bands: list[dict], steps: dict[int, dict]) -> list[dict]:
     for b in bands:
         how = b.get("agg", "last")
         if b["metric"] == "steps":
-            value = float(len(steps)) if steps else 0.0
+            value: float | None = float(len(steps)) if steps else 0.0
         else:
             value = _agg([m[b["metric"]] for _, m in sorted(steps.items()) if b["metric"] in m], how)
         passed = value is not None and catalog.COMPARISONS[b["comparison"]](value, b["value"])
@@ -255,8 +257,8 @@ class _Progress:
 
     def __init__(self, total: int | None, enabled: bool):
         self.total, self.enabled = total, enabled
-        self.t0 = None
-        self.bar = None
+        self.t0: tuple[float, int] | None = None
+        self.bar: Any = None
         if enabled and sys.stderr.isatty():
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -291,7 +293,7 @@ class _Progress:
             self.bar.update(self.task, completed=done, info=info)
         elif self.enabled:
             eta = ""
-            t_first, d_first = self.t0
+            t_first, d_first = self.t0 or (now, done)
             if self.total and done > d_first:
                 rate = (now - t_first) / (done - d_first)
                 eta = f" · ETA {max(self.total - done, 0) * rate:.0f} s"
@@ -357,6 +359,7 @@ def launch(cmd: list[str], env: dict, out: Path, total: int | None, show: bool) 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         with open(log_path, "w", encoding="utf-8") as log:
+            assert proc.stdout is not None  # started with stdout=PIPE
             for line in proc.stdout:
                 log.write(line)
                 log.flush()
@@ -441,16 +444,16 @@ def run_recipe(args) -> int:
         if failed:
             info.write(f"preflight failed: {'; '.join(c.name for c in failed)}"
                        f"{' — not starting the run' if not args.preflight_only else ''}\n")
-            summary.update(status="preflight-failed", exit_code=EXIT_RUN_FAILED,
+            summary.update(status="preflight-failed", exit_code=ExitCode.INCOMPLETE,
                            reason="; ".join(f"{c.name}: {c.line}" for c in failed))
             if args.json:
                 sys.stdout.write(json.dumps(summary, indent=1) + "\n")
-            return EXIT_RUN_FAILED
+            return ExitCode.INCOMPLETE
         info.write("preflight passed\n")
     if args.preflight_only:
         if args.json:
             sys.stdout.write(json.dumps({**summary, "status": "preflight-passed", "exit_code": 0}, indent=1) + "\n")
-        return EXIT_PASS
+        return ExitCode.OK
 
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -471,20 +474,20 @@ def run_recipe(args) -> int:
     steps = outcome["steps"]
     bands = evaluate_bands(res["bands"], steps)
     if outcome["interrupted"]:
-        status, code = "interrupted", EXIT_INTERRUPTED
+        status, code = "interrupted", ExitCode.INTERRUPTED
         reason = f"{outcome['interrupted']}: the trainer's process group was killed"
     elif outcome["error"] or outcome["exit_code"] != 0:
-        status, code = "run-failed", EXIT_RUN_FAILED
+        status, code = "run-failed", ExitCode.INCOMPLETE
         reason = outcome["error"] or f"the trainer exited with code {outcome['exit_code']}"
     elif not steps:
-        status, code = "run-failed", EXIT_RUN_FAILED
+        status, code = "run-failed", ExitCode.INCOMPLETE
         reason = "the trainer exited 0 but logged no step:N lines"
     elif any(b["gate"] and not b["passed"] for b in bands):
-        status, code = "band-missed", EXIT_BAND_MISSED
+        status, code = "band-missed", ExitCode.PROBLEMS
         reason = "; ".join(f"{b['metric']} {b['agg']}={b['value']} not {b['comparison']} {b['expected']}"
                            for b in bands if b["gate"] and not b["passed"])
     else:
-        status, code, reason = "passed", EXIT_PASS, None
+        status, code, reason = "passed", ExitCode.OK, None
     report = _report_summary(out / "console.log", out) if steps else None
     summary.update({"status": status, "exit_code": code, "reason": reason, "command": cmd, "env": res["env"],
                     "trainer_exit_code": outcome["exit_code"], "elapsed_s": outcome["elapsed_s"],

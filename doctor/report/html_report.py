@@ -28,10 +28,12 @@ body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:2em auto;
 h1{font-size:1.5em;margin:0}.sub{color:#5b6475;margin:.2em 0 1.2em}
 .totals span{display:inline-block;padding:.2em .7em;border-radius:1em;margin-right:.4em;font-weight:600}
 .t-error{background:#fde2e1;color:#a3120b}.t-warning{background:#fff1cc;color:#7a5300}.t-ok{background:#dcf5e3;color:#14652f}
-table{border-collapse:collapse;margin:.5em 0 1.2em}td,th{border-bottom:1px solid #e3e6ec;padding:.25em .8em;text-align:left;vertical-align:top}
+table{border-collapse:collapse;margin:.5em 0 1.2em}
+td,th{border-bottom:1px solid #e3e6ec;padding:.25em .8em;text-align:left;vertical-align:top}
 h2{font-size:1.15em;margin:1.4em 0 .3em;border-bottom:2px solid #e3e6ec}
 .check{margin:.15em 0}.mark{display:inline-block;width:1.3em;font-weight:700}
-.s-ok .mark{color:#14652f}.s-warning .mark{color:#b07800}.s-error .mark{color:#c0150c}.s-info .mark{color:#0b6e8a}.s-skipped{color:#7b8394}.s-crash .mark{color:#8a1c8a}
+.s-ok .mark{color:#14652f}.s-warning .mark{color:#b07800}.s-error .mark{color:#c0150c}
+.s-info .mark{color:#0b6e8a}.s-skipped{color:#7b8394}.s-crash .mark{color:#8a1c8a}
 .finding{margin:.3em 0 .8em 1.6em;padding:.5em .8em;border-left:4px solid #ccd;background:#f7f8fa}
 .finding.error{border-color:#c0150c}.finding.warning{border-color:#e0a000}.finding.info{border-color:#0b6e8a}
 .fid{font-family:ui-monospace,monospace;font-weight:700}.ev,.cmd{font-family:ui-monospace,monospace;font-size:12.5px;white-space:pre-wrap;word-break:break-all}

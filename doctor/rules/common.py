@@ -58,6 +58,7 @@ def failure_evidence(module: str, info: dict) -> str:
 
 def closest_stack(facts: dict) -> tuple[dict, int, int]:
     """The known stack whose constraints the target meets best (verl and vllm pins weigh most)."""
+    w = knowledge.load("system")["closest_stack"]
     best = None
     for stack in knowledge.stacks().values():
         met = total = score = 0
@@ -68,10 +69,11 @@ def closest_stack(facts: dict) -> tuple[dict, int, int]:
             total += 1
             if satisfies(v, c["spec"]):
                 met += 1
-                score += 5 if c["dist"] in ("verl", "vllm") else 1
+                score += w["pinned_weight"] if c["dist"] in w["pinned"] else w["weight"]
         key = (score, bool(stack.get("default")))
         if best is None or key > best[0]:
             best = (key, stack, met, total)
+    assert best is not None, "knowledge/stacks/ has no stack"
     return best[1], best[2], best[3]
 
 
@@ -94,11 +96,9 @@ def missing_stack_dists(facts: dict, stack: dict) -> list[str]:
     (findings.yaml `missing_dist`)."""
     from packaging.requirements import Requirement
 
-    from doctor.probes import STACK_MODULES
-
     own = {canonicalize_name(d["missing_dist"]) for d in knowledge.load("findings") if d.get("missing_dist")}
     names = [canonicalize_name(Requirement(text).name) for text in stack.get("requirements", [])]
-    names += [canonicalize_name(m.split(".")[0]) for m in STACK_MODULES]
+    names += [canonicalize_name(m.split(".")[0]) for m in knowledge.load("python_env")["stack_modules"]]
     return [n for n in dict.fromkeys(names) if n not in own and n not in facts["distributions"]]
 
 

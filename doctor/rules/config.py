@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import math
+from typing import Any
 from dataclasses import dataclass, field
 from packaging.version import InvalidVersion, Version
 
@@ -82,7 +83,7 @@ def _int(v, default=None):
         return default
 
 
-def world_size(cfg: dict) -> int:
+def world_size(cfg: dict | None) -> int:
     return (_int(get(cfg, "trainer.n_gpus_per_node"), 1) or 1) * (_int(get(cfg, "trainer.nnodes"), 1) or 1)
 
 
@@ -156,12 +157,12 @@ def kl_inert(ctx: ConfigContext):
                verl=ctx.verl, keys=", ".join(i.split("=", 1)[0] for i in inert))
 
 
-def _batch_facts(cfg: dict, verl_ge_04: bool) -> dict:
+def _batch_facts(cfg: dict | None, verl_ge_04: bool) -> dict:
     world = world_size(cfg)
     n = _int(get(cfg, "actor_rollout_ref.rollout.n"), 1) or 1
     sp = _int(get(cfg, "actor_rollout_ref.actor.ulysses_sequence_parallel_size"), 1) or 1
     csp = _int(get(cfg, "critic.ulysses_sequence_parallel_size"), 1) or 1
-    out = {"world": world, "n": n, "roles": []}
+    out: dict[str, Any] = {"world": world, "n": n, "roles": []}
     out["train"] = _int(get(cfg, "data.train_batch_size"))
     for role, mini_key, micro_key, spv, times_n in [
         ("actor", "actor_rollout_ref.actor.ppo_mini_batch_size", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", sp, True),

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 from doctor import knowledge
 from doctor.findings import make
 from doctor.rules import rule
@@ -63,11 +61,11 @@ def bf16(facts, ctx):
 def memory_held(facts, ctx):
     # Processes, not memory_used: NVML counts ~600 MB of driver-reserved memory as used even on an
     # idle GPU (fixtures/h200).
-    me = os.getpid()
+    me = facts["gpu"].get("doctor_pid")
     for g in facts["gpu"].get("gpus") or []:
         procs = [p for p in g.get("compute_processes") or [] if p.get("pid") != me]
         if procs:
             held = sum(p.get("used_memory") or 0 for p in procs)
             yield make("gpu.memory-held",
-                       [f"GPU {g['index']}: pid {p['pid']} ({p.get('name') or '?'}) holds {human_bytes(p.get('used_memory') or 0)}" for p in procs],
+                       [f"GPU {g['index']}: pid {p['pid']} ({p.get('name') or '?'}) holds {human_bytes(p.get('used_memory') or 0)}" for p in procs],  # noqa: E501
                        held=human_bytes(held), index=g["index"], python=ctx.python)

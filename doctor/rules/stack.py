@@ -16,7 +16,7 @@ from doctor.rules.common import (active_stack, closest_stack, failure_evidence, 
 def detected(facts, ctx):
     stack, met, total = (ctx.stack, None, None) if ctx.stack else closest_stack(facts)
     if met is None:
-        met = sum(1 for c in stack["constraints"] if (v := installed(facts, c["dist"])) and Version(v) in SpecifierSet(c["spec"], prereleases=True))
+        met = sum(1 for c in stack["constraints"] if (v := installed(facts, c["dist"])) and Version(v) in SpecifierSet(c["spec"], prereleases=True))  # noqa: E501
         total = sum(1 for c in stack["constraints"] if installed(facts, c["dist"]))
     how = "chosen with --stack" if ctx.stack else "closest by installed versions"
     yield make("stack.detected", [f"{stack['name']}: {met} of {total} installed constraint(s) met ({how})"],

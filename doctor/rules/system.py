@@ -16,7 +16,7 @@ def shm_small(facts, ctx):
     free = shm.get("free_bytes")
     if free is None or not avail:
         return
-    store = min(avail * t["object_store_fraction"], 200 * 10**9)
+    store = min(avail * t["object_store_fraction"], t["object_store_max_bytes"])
     want = max(store * t["headroom"], t["min_bytes"])
     if free < want:
         yield make("system.shm-small",

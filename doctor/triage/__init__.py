@@ -80,7 +80,8 @@ def triage_text(text: str, path: str) -> Triage:
             m = sp["step"].search(lines[i])
             if m:
                 last_step_idx = i
-                last_step = int(re.search(r"step:(\d+)", lines[i][m.start():]).group(1))
+                num = re.search(r"step:(\d+)", lines[i][m.start():])
+                last_step = int(num.group(1)) if num else None
                 break
     completed = any(mk in ln for ln in lines for mk in sp["completion"] if "validation metrics" in ln)
     start = last_step_idx + 1 if last_step_idx is not None else 0

@@ -30,8 +30,12 @@ each 8-byte aligned:
         +28 u32 sm_arch     e.g. 80, 90 (for PTX: the virtual arch, compute_90 -> 90)
         +32 u32 obj name offset, +36 u32 obj name length
         +40 u64 flags       0x1 64-bit, 0x2 debug, 0x10 linux, 0x2000 LZ4, 0x8000 ZSTD compressed,
-                            0x100000 arch-specific ("sm_90a": cuobjdump's name for such an entry;
-                            found here by comparing real entries with cuobjdump --list-elf)
+                            0x100000 arch-specific ("sm_90a"), 0x200000 family-specific
+                            ("sm_100f"), 0x1000000 set on sm_100+ cubins of nvcc 13 (meaning
+                            unknown, ignored). The a/f bits are not in the sources below: they
+                            were found by comparing vllm's entries with cuobjdump 12.4's
+                            --list-elf names (25 sm_90a) and nvcc 13.0 builds of
+                            sm_90/90a/100/100a/100f/103f/120a and compute_100a/100f.
         +56 u64 uncompressed payload size (0: not compressed)
     The payload may be compressed; the arch field is in the uncompressed entry header, so it is
     read without decompressing.
@@ -63,6 +67,7 @@ FATBIN_SECTIONS = (".nv_fatbin", ".nv.fatbin", "__nv_relfatbin")
 KIND_PTX = 1
 KIND_ELF = 2
 FLAG_ARCH_SPECIFIC = 0x100000  # sm_90a, sm_100a: runs on exactly that compute capability
+FLAG_FAMILY_SPECIFIC = 0x200000  # sm_100f, sm_103f (CUDA >= 12.9): runs on that family
 _ENTRY_MIN = 32  # bytes of an entry header read: kind .. sm_arch
 _MAX_ENTRIES = 2_000_000  # a guard against a corrupt section sending the walk into a loop
 
@@ -193,27 +198,54 @@ def _find_magic(f, pos, end):
     return None
 
 
-def archs(path):
-    """{"sm": [cubin archs], "ptx": [PTX virtual archs], "error": None or str, "sm_arch_specific":
-    [archs whose cubins include an arch-specific one, e.g. 90 for sm_90a]} of PATH.
+def _name(e):
+    """cuobjdump's name of an entry: sm_90, sm_90a, sm_100f, compute_90 (PTX)."""
+    suffix = "a" if e["flags"] & FLAG_ARCH_SPECIFIC else "f" if e["flags"] & FLAG_FAMILY_SPECIFIC else ""
+    return "%s_%d%s" % ("sm" if e["kind"] == KIND_ELF else "compute", e["arch"], suffix)
 
-    "sm" includes the arch-specific cubins (sm_90a code is code for compute capability 9.0). A
-    library without a fatbin section gives empty lists and error None (a CPU-only library is a
-    fact); a file that cannot be read as ELF gives an error string (and what was read before)."""
-    sm, ptx, arch_specific = set(), set(), set()
+
+def archs(path):
+    """What PATH carries GPU code for:
+
+    {"sm": [int], "ptx": [int], "variants": [str], "entries": int, "relocatable": None or
+     {"sm", "ptx", "variants", "entries"}, "error": None or str}
+
+    "sm": compute capabilities with a cubin in the executable fatbin (``.nv_fatbin``), e.g. 80, 90;
+    "ptx": virtual archs with PTX there (compute_90 -> 90); "variants": the arch-specific and
+    family-specific ones by name ("sm_90a", "sm_100f", "compute_100a"), whose arch is also in
+    "sm"/"ptx" (sm_90a is code for compute capability 9.0 only; sm_100f for the 10.x family).
+    "relocatable": the same for ``__nv_relfatbin`` when the library has one: relocatable device
+    code kept for a later device link, which the CUDA runtime does not load for a launch
+    (cuobjdump lists it only with --all-fatbin); None when there is no such section.
+    A library without fatbin sections gives empty lists and error None (a CPU-only library is a
+    fact); a file that cannot be read as ELF, or a corrupt fatbin, gives an error string (and what
+    was read before it)."""
+    found = {}
     error = None
     try:
         for e in entries(path):
+            rel = e["section"] == "__nv_relfatbin"
+            d = found.setdefault(rel, {"sm": set(), "ptx": set(), "variants": set(), "entries": 0})
+            d["entries"] += 1
             if e["kind"] == KIND_ELF:
-                sm.add(e["arch"])
-                if e["flags"] & FLAG_ARCH_SPECIFIC:
-                    arch_specific.add(e["arch"])
+                d["sm"].add(e["arch"])
             elif e["kind"] == KIND_PTX:
-                ptx.add(e["arch"])
+                d["ptx"].add(e["arch"])
+            else:
+                continue
+            if e["flags"] & (FLAG_ARCH_SPECIFIC | FLAG_FAMILY_SPECIFIC):
+                d["variants"].add((e["arch"], _name(e)))
     except (OSError, FatbinError, struct.error) as exc:
         error = "%s: %s" % (type(exc).__name__, exc)
-    return {"sm": sorted(sm), "ptx": sorted(ptx), "error": error,
-            "sm_arch_specific": sorted(arch_specific)}
+
+    def out(d):
+        return {"sm": sorted(d["sm"]), "ptx": sorted(d["ptx"]),
+                "variants": [n for _, n in sorted(d["variants"])], "entries": d["entries"]}
+
+    res = out(found.get(False) or {"sm": (), "ptx": (), "variants": (), "entries": 0})
+    res["relocatable"] = out(found[True]) if True in found else None
+    res["error"] = error
+    return res
 
 
 def scan(paths):

@@ -18,7 +18,7 @@ def top_to_dists():
             _top_to_dists.append({})
     return _top_to_dists[0]
 
-site_roots = sorted({os.path.dirname(p) for p in sys.path if p.endswith("site-packages")} | {p for p in sys.path if p.endswith("site-packages")}, key=len, reverse=True)
+site_roots = sorted({os.path.dirname(p) for p in sys.path if p.endswith("site-packages")} | {p for p in sys.path if p.endswith("site-packages")}, key=len, reverse=True)  # noqa: E501
 
 
 def dist_of_file(path):

@@ -61,7 +61,7 @@ def log_tails():
     for path in sorted(glob.glob(_os.path.join(tmp, "ray", "session_*", "logs", "python-core-driver-*.log")))[-1:]:
         try:
             with open(path, errors="replace") as fh:
-                lines = [l for l in fh.read().splitlines() if " E " in l or " F " in l or "rror" in l][-tail_n:]
+                lines = [ln for ln in fh.read().splitlines() if " E " in ln or " F " in ln or "rror" in ln][-tail_n:]
             if lines:
                 tails[_os.path.basename(path)] = lines
         except OSError:

@@ -9,7 +9,6 @@
 import functools
 import importlib
 import importlib.util
-import os
 import pickle
 import subprocess
 import sys

@@ -13,7 +13,7 @@ import pytest
 
 from doctor.rules import Context, evaluate
 
-DATA = Path(__file__).parent / "data"
+from conftest import DATA  # noqa: E402
 WORKING = json.loads((DATA / "facts-working.json").read_text())
 H200 = json.loads((DATA / "h200-gpu-facts.json").read_text())
 # A whole `doctor check` of the lent H200's own Python 3.12 env (torch 2.11, no verl/vllm/ray):

@@ -84,7 +84,9 @@ def test_an_interpreter_without_the_stack_says_so_once(tmp_path):
     """The newcomer's most common mistake: --python names an interpreter that is not the training
     env (here a fresh uv venv). One error that says so, no import.failed per module, and the checks
     about vLLM, Ray and the kernels skipped ("… is not installed") rather than passing."""
-    import envs, json, subprocess
+    import envs
+    import json
+    import subprocess
 
     py = envs.python_of(tmp_path / "bare")
     subprocess.run([envs.uv(), "venv", "-q", "--python", envs.sys.executable, str(tmp_path / "bare")], check=True)
@@ -105,7 +107,9 @@ def test_an_interpreter_without_the_stack_says_so_once(tmp_path):
 
 def test_deep_probes_are_cached_and_invalidated_by_the_environment(tmp_path):
     from conftest import run_doctor
-    import envs, json, subprocess
+    import envs
+    import json
+    import subprocess
 
     py = envs.python_of(tmp_path / "tiny")
     subprocess.run([envs.uv(), "venv", "-q", "--python", envs.sys.executable, str(tmp_path / "tiny")], check=True)
@@ -127,7 +131,10 @@ def test_deep_probes_are_cached_and_invalidated_by_the_environment(tmp_path):
 def test_hung_probe_is_killed_and_reported(tmp_path):
     """A target whose `verl` hangs on import: the import probe is killed at its budget."""
     from conftest import run_doctor
-    import envs, json, os, subprocess
+    import envs
+    import json
+    import os
+    import subprocess
 
     venv = tmp_path / "hang"
     subprocess.run([envs.uv(), "venv", "-q", "--python", envs.sys.executable, str(venv)], check=True)
