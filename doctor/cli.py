@@ -10,6 +10,7 @@ import sys
 
 from doctor import __version__
 from doctor.errors import UsageError
+from doctor.knowledge.schema import KnowledgeError
 from doctor.results import ExitCode
 
 class Parser(argparse.ArgumentParser):
@@ -114,6 +115,9 @@ def dispatch(prog: str, parser: argparse.ArgumentParser, argv, handlers: dict[st
     except UsageError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return ExitCode.USAGE
+    except KnowledgeError as exc:  # the doctor's own data is broken: one line, not a traceback
+        print(f"{prog}: broken knowledge data: {exc}", file=sys.stderr)
+        return ExitCode.INCOMPLETE
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return ExitCode.INTERRUPTED

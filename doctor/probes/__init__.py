@@ -103,14 +103,14 @@ _RUNNING: set[subprocess.Popen] = set()
 _RUNNING_LOCK = threading.Lock()
 
 
-def run_target_probe(probe: TargetProbe, python: str, scale: float = 1.0, env: dict | None = None) -> ProbeResult:
+def run_target_probe(probe: TargetProbe, python: str, scale: float = 1.0) -> ProbeResult:
     t0 = time.perf_counter()
     budget = probe.budget_s * scale
     try:
         proc = subprocess.Popen(
             [python, "-c", probe.source(), *probe.args()],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            cwd=_neutral_cwd(), start_new_session=True, env=env,
+            cwd=_neutral_cwd(), start_new_session=True,
         )
     except OSError as exc:
         return ProbeResult(probe.name, False, error=f"cannot start {python}: {exc.strerror or exc}")
