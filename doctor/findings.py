@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from doctor import knowledge
+from doctor.uv import runnable
 from doctor.results import Fix, Severity, worst  # noqa: F401 - worst: re-exported for rule modules
 
 
@@ -65,7 +66,7 @@ def make(finding_id: str, evidence: list[str], severity: str | None = None, **pa
         area=spec["area"],
         title=fmt(spec["title"]),
         evidence=[str(e) for e in evidence],
-        fix=Fix(summary=fmt(fix["summary"]), commands=[fmt(c) for c in fix.get("commands", [])],
+        fix=Fix(summary=fmt(fix["summary"]), commands=[runnable(fmt(c)) for c in fix.get("commands", [])],
                 automatic=bool(fix.get("automatic"))),
         sources=[fmt(s) for s in spec.get("sources", [])],
     )

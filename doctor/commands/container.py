@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from doctor.results import ExitCode
+from doctor.uv import runnable
 import json
 import sys
 
@@ -34,7 +35,7 @@ def run_container(args) -> int:
         print(f"SBOM  {res['sbom']}  ({res['distributions']} distributions, sha256 {res['sbom_sha256'][:16]}…)")
         print(f"lock  {res['labels'].get('io.verl-doctor.lock.file')}  "
               f"sha256 {res['labels'].get('io.verl-doctor.lock.sha256', '')[:16]}…")
-        print(f"next  doctor container verify {res['tag']}")
+        print(f"next  {runnable('doctor container verify ' + res['tag'])}")
         return ExitCode.OK
     if args.container_command == "verify":
         res = containers.verify(args.tag, echo=(lambda m: None) if args.json else _err)

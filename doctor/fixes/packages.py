@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 from doctor.fixes import ApplyContext, FixError, Step, StepKind, register
+from doctor.uv import runnable
 
 CONSTRAINTS_PLACEHOLDER = "SNAPSHOT_DIR/constraints.txt"
 _CHANGE = re.compile(r"^ ([+-]) ([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?(?:==| @ )(\S+)")
@@ -151,7 +152,7 @@ def make_install_step(python: str, stack: dict | None, reqs: list[dict], targets
               "stack": stack["name"] if stack else None, "exclude_newer": (stack or {}).get("exclude_newer"),
               "reinstall": reinstall},
     )
-    step.commands = [shlex.join(["uv", *_install_args(step, CONSTRAINTS_PLACEHOLDER)])]
+    step.commands = [runnable(shlex.join(["uv", *_install_args(step, CONSTRAINTS_PLACEHOLDER)]))]
     return step
 
 
@@ -159,7 +160,7 @@ def make_sync_step(python: str, lockfile: str, targets: list[str]) -> Step:
     return Step(
         kind="sync-lock",
         description=f"sync the target to {lockfile} (exact hashed artifacts; removes what the lock lacks)",
-        commands=[shlex.join(["uv", "pip", "sync", "--python", python, "--require-hashes", lockfile])],
+        commands=[runnable(shlex.join(["uv", "pip", "sync", "--python", python, "--require-hashes", lockfile]))],
         targets=list(dict.fromkeys(targets)),
         reasons=[{"requirement": f"-r {lockfile}", "findings": list(dict.fromkeys(targets)),
                   "reason": "the lockfile is the whole truth: syncing to it fixes every package finding",

@@ -19,6 +19,7 @@ from rich.markup import escape as esc
 from doctor.fixes import ApplyContext, FixError, build_plan
 from doctor.fixes import snapshot as snapmod
 from doctor.results import ExitCode, Severity
+from doctor.uv import runnable
 
 if TYPE_CHECKING:
     from doctor.engine import CheckResult
@@ -59,7 +60,7 @@ class QuietUI:
         import sys
 
         print(f"interrupted: the target may be half-changed; snapshot {snap_id} was written before any change.\n"
-              f"restore it with: doctor rollback {snap_id} --yes" + (f" --python {python}" if python else ""),
+              "restore it with: " + runnable(f"doctor rollback {snap_id} --yes" + (f" --python {python}" if python else "")),
               file=sys.stderr)
 
     def confirm(self, question: str) -> bool:
@@ -203,7 +204,8 @@ def roll_back(snap, python: str, doc: dict, ui: FixUI) -> tuple[str, ExitCode]:
     except FixError as exc:
         snap.update(status="rollback-failed")
         doc["rollback_error"] = str(exc)
-        ui.say(f"[bold red]✗ the automatic rollback failed[/]: {esc(str(exc))}\n  retry with: doctor rollback {snap.id} --yes")
+        retry = runnable(f"doctor rollback {snap.id} --yes")
+        ui.say(f"[bold red]✗ the automatic rollback failed[/]: {esc(str(exc))}\n  retry with: {esc(retry)}")
         return "rollback-failed", ExitCode.PROBLEMS
     doc["timings"]["rollback_s"] = round(time.perf_counter() - t0, 2)
     snap.update(status="rolled-back", rollback_reason=doc.get("reason"))
@@ -256,7 +258,7 @@ def rollback(snap, python: str, ui: FixUI, yes: bool) -> ExitCode:
         # A rollback changes the env too: snapshot what it replaces first, so it can be undone.
         before = snapmod.create(snapmod.new_id(), python, None, freeze_versions(now), before_rollback_to=snap.id)
         ui.say(f"  snapshot of the current state: {before.id} (undo this rollback: "
-               f"doctor rollback {before.id} --python {esc(python)})")
+               f"{esc(runnable(f'doctor rollback {before.id} --python {python}'))})")
         try:
             snapmod.restore(snap, python, log=lambda m: ui.say(f"  [dim]$ {esc(m)}[/]"))
         except FixError as exc:

@@ -36,6 +36,7 @@ from typing import Any
 from doctor.errors import UsageError
 from doctor.recipes import catalog
 from doctor.results import ExitCode
+from doctor.uv import runnable
 
 SCRIPTS = Path(__file__).parent / "scripts"
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
@@ -184,13 +185,13 @@ def preflight(recipe: dict, res: dict, python: str, say=None, fast: bool = False
                              f"composes; {len(lint.findings)} warning(s)"),
                             f"recipes lint {recipe['name']} --python {python}" if bad else None))
     except UsageError as exc:
-        checks.append(PreflightCheck("config", False, str(exc), f"doctor check --python {python}"))
+        checks.append(PreflightCheck("config", False, str(exc), runnable(f"doctor check --python {python}")))
     checks.extend(_model_checks(recipe, res))
     say("tokenizer and data in the target …")
     tp = _target_preflight(python, res["model_path"] if res["model_local"] else None, res["files"])
     if "error" in tp:
         checks.append(PreflightCheck("target", False, f"the preflight script failed in the target: {tp['error']}",
-                            f"doctor check --python {python}"))
+                            runnable(f"doctor check --python {python}")))
         return checks
     if tp.get("tokenizer") is not None:
         t = tp["tokenizer"]

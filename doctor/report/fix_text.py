@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from doctor.fixes.session import HOST_FACT_PREFIXES
+from doctor.uv import runnable
 
 
 def render_plan(console: Console, plan, result, stack_how: str) -> None:
@@ -78,12 +79,12 @@ class TextUI:
             mark, colour = ("✗", "red") if f.severity == "error" else ("!", "yellow")
             note = " (host fact, not the env)" if f.id.startswith(HOST_FACT_PREFIXES) else ""
             self.out.print(f"  still reported: [{colour}]{mark} {escape(f.id)}[/]{note}: {escape(f.title)}")
-        self.out.print(f"  undo with: doctor rollback {snap_id}")
+        self.out.print(f"  undo with: {escape(runnable(f'doctor rollback {snap_id}'))}")
 
     def interrupted(self, snap_id: str, python: str | None) -> None:
         self.err.print(f"\n[bold yellow]interrupted[/]: the target may be half-changed; snapshot {snap_id} "
-                       f"was written before any change.\nrestore it with: doctor rollback {snap_id} --yes"
-                       + (f" --python {escape(python)}" if python else ""))
+                       f"was written before any change.\nrestore it with: "
+                       + escape(runnable(f"doctor rollback {snap_id} --yes" + (f" --python {python}" if python else ""))))
 
     def confirm(self, question: str) -> bool:
         from rich.prompt import Confirm

@@ -5,6 +5,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.markup import escape
 
+from doctor.uv import runnable
+
 MARK = {"ok": ("✓", "green"), "info": ("i", "cyan"), "warning": ("!", "yellow"), "error": ("✗", "red"),
         "skipped": ("-", "dim"), "crash": ("‼", "magenta")}
 AREA_TITLES = {
@@ -41,7 +43,7 @@ def render(result, console: Console | None = None) -> None:
     console.print(f"\n[bold {colour}]{errors} error(s), {warnings} warning(s)[/] in {took:.2f} s"
                   + (" [dim](deep probes from cache; --no-cache to re-run)[/]" if cached else ""))
     if errors or warnings:
-        console.print("[dim]doctor explain ID · doctor fix --dry-run[/]")
+        console.print(f"[dim]{escape(runnable('doctor explain ID'))} · {escape(runnable('doctor fix --dry-run'))}[/]")
 
 
 def render_check(console: Console, c) -> None:

@@ -124,22 +124,32 @@ def _layer_of(client, tag: str, needle: str) -> str:
 
 
 @needs_engine
-def test_code_only_change_reuses_the_torch_layer(built, client, tmp_path):
-    # A copy of the checkout with one doctor source file changed (the shared tree stays untouched).
+def test_installed_doctor_builds_and_a_code_only_change_reuses_the_torch_layer(built, client, tmp_path):
+    """`pip install .` (not editable) of a copy of the checkout with one doctor source file changed:
+    that installed doctor, run from a folder with no checkout, builds the image (its Dockerfile and
+    lockfiles are package files), and only the doctor's own layer is new."""
     src = tmp_path / "src"
     shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(".git", ".venv", "__pycache__", "*.egg-info",
-                                                             "build", "dist", "*.cdx.json"))
-    init = src / "doctor" / "containers.py"
-    init.write_text(init.read_text() + f"\n# touched by tests/test_container.py ({uuid.uuid4()})\n")
-    env = {**os.environ, **built["env"], "PYTHONPATH": str(src)}
-    where = subprocess.run([sys.executable, "-c", "import doctor; print(doctor.__file__)"], cwd=src, env=env,
-                           capture_output=True, text=True).stdout
-    assert where.startswith(str(src)), where
-    proc = subprocess.run([sys.executable, "-m", "doctor", "container", "build", "--lock", str(LOCK),
-                           "--base", BASE, "--tag", TAG2, "--no-flash-attn", "--sbom",
-                           str(tmp_path / "sbom2.json"), "--json"],
-                          cwd=src, env=env, capture_output=True, text=True, timeout=1800)
+                                                             "build", "dist", "*.cdx.json", "tests"))
+    init = src / "doctor" / "container" / "__init__.py"
+    init.write_text(init.read_text() + f"\n# touched by tests/container/test_container.py ({uuid.uuid4()})\n")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    pip = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", f"{src}[container]"],
+                         capture_output=True, text=True, timeout=900)
+    assert pip.returncode == 0, pip.stderr[-3000:]
+    where = subprocess.run([str(venv / "bin" / "python"), "-c", "import doctor; print(doctor.__file__)"],
+                           cwd=tmp_path, capture_output=True, text=True).stdout
+    assert "site-packages" in where, where  # the installed copy, not a source tree
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {**os.environ, **built["env"]}
+    env.pop("PYTHONPATH", None)
+    proc = subprocess.run([str(venv / "bin" / "doctor"), "container", "build", "--base", BASE, "--tag", TAG2,
+                           "--no-flash-attn", "--sbom", str(tmp_path / "sbom2.json"), "--json"],
+                          cwd=elsewhere, env=env, capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, proc.stderr[-5000:]
+    assert json.loads(proc.stdout)["labels"]["io.verl-doctor.lock.file"] == LOCK.name  # the packaged lockfile
     # The locked venv (torch and all) comes from the cache; only the doctor's wheel layer is new.
     assert _layer_of(client, TAG2, "uv pip sync") == _layer_of(client, TAG, "uv pip sync")
     assert _layer_of(client, TAG2, "dist/*.whl") != _layer_of(client, TAG, "dist/*.whl")

@@ -198,7 +198,10 @@ def test_h200_py312_replay_unverified_python_and_partial_stack():
     f = found["python.version-unverified"]
     assert f.severity == "warning" and "Python 3.12" in f.title and "(3.10, 3.11)" in f.title
     command = f.fix.commands[0]
-    assert command.startswith("uv venv -p 3.11 train && uv pip sync") and command.endswith("-py3.11.txt")
+    from doctor.uv import runnable  # printed as it runs in a new shell (uv from the doctor's venv)
+
+    assert command.startswith(runnable("uv venv -p 3.11 train") + " && " + runnable("uv pip sync"))
+    assert command.endswith("-py3.11.txt")
     assert Path(command.split()[-1]).is_file()  # never a lockfile for a Python the stack has none for
     for fid in ("stack.dists-missing", "stack.detected", "pip.conflict"):
         if fid in found:
