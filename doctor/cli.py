@@ -15,7 +15,9 @@ from doctor.results import ExitCode
 
 class Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, exit 2 (argparse's default prints usage too)
-        raise UsageError(f"{self.prog}: {message}")
+        # dispatch() prefixes the program's name; a subcommand's parser names the subcommand.
+        sub = self.prog.split(" ", 1)[1] if " " in self.prog else None
+        raise UsageError(f"{sub}: {message}" if sub else message)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,6 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--skip-probe", action="append", default=[], metavar="NAME",
                    help="skip a deep probe (imports (with the compiled extensions), registry, ray_smoke); repeatable")
     c.add_argument("--strict", action="store_true", help="warnings count as errors for the exit code")
+    c.add_argument("--no-gpu", action="store_true",
+                   help="no GPU is expected here (login node, CPU CI): the GPU checks are turned off and say so")
     c.add_argument("--lock", metavar="FILE", help="compare the target with a lockfile (lock.drift)")
     c.add_argument("--stack", metavar="NAME", help="judge versions against this stack (default: the closest)")
     c.add_argument("--cluster", metavar="ADDRESS",

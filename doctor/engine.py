@@ -108,7 +108,7 @@ def collect_facts(python: str, *, fast: bool = False, use_cache: bool = True, sc
 
 def run_check(python: str, *, fast=False, use_cache=True, scale=1.0, stack_name: str | None = None,
               lockfile: Path | None = None, progress=None, cluster: str | None = None,
-              skip: tuple[str, ...] = ()) -> CheckResult:
+              skip: tuple[str, ...] = (), no_gpu: bool = False) -> CheckResult:
     from doctor.knowledge import get_stack
     from doctor.lockfiles import parse_lockfile
     from doctor.rules import Context, evaluate
@@ -128,7 +128,7 @@ def run_check(python: str, *, fast=False, use_cache=True, scale=1.0, stack_name:
     ctx = Context(python=python, stack=stack, lock=lock, lockfile=str(lockfile) if lockfile else None,
                   probe_errors={n: r.error for n, r in probes.items() if not r.ok},
                   skipped={**skipped, **{k: why for n, why in skipped.items() for k in TARGET_PROBES[n].provides}},
-                  cluster=cluster)
+                  cluster=cluster, no_gpu=no_gpu)
     findings, checks = evaluate(facts, ctx)
     t2 = time.perf_counter()
     timings = {"probes": {n: round(r.seconds, 3) for n, r in probes.items()},

@@ -14,7 +14,7 @@ def exit_code(result, strict: bool) -> int:
     sev = {f.severity for f in result.findings}
     if "error" in sev or (strict and "warning" in sev):
         return ExitCode.PROBLEMS
-    if any(not r.ok for r in result.probes.values()):
+    if any(not r.ok for r in result.probes.values()) or any(c.status == "crash" for c in result.checks):
         return ExitCode.INCOMPLETE
     return ExitCode.OK
 
@@ -62,7 +62,8 @@ def run_check(args) -> int:
     try:
         result = engine_check(python, fast=args.fast, use_cache=not args.no_cache, scale=args.timeout_scale,
                               stack_name=args.stack, lockfile=lockfile, progress=progress,
-                              cluster=getattr(args, "cluster", None), skip=tuple(_skips(args)))
+                              cluster=getattr(args, "cluster", None), skip=tuple(_skips(args)),
+                              no_gpu=args.no_gpu)
     finally:
         if status:
             status.stop()

@@ -24,6 +24,7 @@ class Context:
     probe_errors: dict = field(default_factory=dict)
     skipped: dict = field(default_factory=dict)  # deep probe → the option that skipped it
     cluster: str | None = None         # --cluster ADDRESS
+    no_gpu: bool = False               # --no-gpu: no GPU is expected here (login node, CPU CI)
 
 
 RULES = Registry()
@@ -46,7 +47,8 @@ def why_absent(name: str, ctx: Context) -> str:
     return f"no {name} facts (probe could not run)"
 
 
-def evaluate(facts: dict, ctx: Context) -> tuple[list[Finding], list[Check]]:
+def evaluate(facts: dict, ctx: Context, trace: dict | None = None) -> tuple[list[Finding], list[Check]]:
+    """All environment rules on the facts. `trace`, when given, gets {check: facts it read}."""
     _load_rule_modules()
     view = FactView(facts, lambda name: why_absent(name, ctx))
     merged: dict[str, Finding] = {}
@@ -62,10 +64,14 @@ def evaluate(facts: dict, ctx: Context) -> tuple[list[Finding], list[Check]]:
             checks.append(Check(r.check, r.area, Status.SKIPPED, why=why))
             continue
         missing = [n for n in r.needs if facts.get(n) is None]
+        if trace is not None:
+            trace[r.check] = set(r.needs)
         if missing:
             checks.append(Check(r.check, r.area, Status.SKIPPED, why=why_absent(missing[0], ctx)))
             continue
-        got, check = run_rule(r, lambda: r.fn(view, ctx))
+        got, check = run_rule(r, lambda: r.fn(view, ctx), view)
+        if trace is not None:
+            trace[r.check] = set(view.reads)
         for f in got:
             if f.id in merged:
                 have = merged[f.id]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from doctor.findings import make
 from doctor.rules import rule
 from doctor.rules.common import active_stack, classify, installed
+from doctor.rules.registry import cannot_look
 
 
 def _wheel_url(facts, ctx) -> str:
@@ -13,9 +14,9 @@ def _wheel_url(facts, ctx) -> str:
     return (wheels.get(facts["markers"]["python_version"]) or {}).get("url", "flash-attn")
 
 
-def _has_gpu(facts) -> bool:
-    gpu = facts.get("gpu") or {}
-    return bool(gpu.get("available") and gpu.get("gpus"))
+def _has_gpu(facts, ctx) -> bool:
+    gpu = facts["gpu"]
+    return bool(gpu.get("available") and gpu.get("gpus")) and not getattr(ctx, "no_gpu", False)
 
 
 @rule("flash-attn is installed", "attention", needs=("distributions",))
@@ -25,9 +26,9 @@ def flash_attn_missing(facts, ctx):
     from doctor.findings import definition
 
     spec = definition("flash-attn.missing")
-    severity = spec["severity"] if _has_gpu(facts) else spec.get("severity_without_gpu", spec["severity"])
+    severity = spec["severity"] if _has_gpu(facts, ctx) else spec.get("severity_without_gpu", spec["severity"])
     evidence = ["no flash-attn distribution installed"]
-    if not _has_gpu(facts):
+    if not _has_gpu(facts, ctx):
         evidence.append("no GPU here: reported as a warning; on a GPU node verl needs it")
     yield make("flash-attn.missing", evidence, severity=severity, wheel_url=_wheel_url(facts, ctx), python=ctx.python)
 
@@ -41,7 +42,9 @@ def _abi_rule(ext_name: str, finding_id: str):
         if "undefined symbol" in msg:
             yield make(finding_id, [f"{ext.get('path')}: {msg}"], message=msg, wheel_url=_wheel_url(facts, ctx),
                        python=ctx.python)
-        elif classify(msg) != "gpu.required-at-import":
+        elif classify(msg) == "gpu.required-at-import":  # no driver here: it could not load, so not judged
+            raise cannot_look("extensions", f"{ext_name} needs the NVIDIA driver to load ({msg})")
+        else:
             yield make("import.failed", [f"load {ext_name}: {msg}"], module=ext_name, exc_type=ext.get("type"),
                        dist=ext_name.split(".")[0].replace("_2_cuda", ""), python=ctx.python)
     return check

@@ -6,6 +6,19 @@ from doctor import knowledge
 from doctor.findings import make
 from doctor.rules import rule
 from doctor.rules.common import classify, human_bytes
+from doctor.rules.registry import cannot_look
+
+
+def no_gpu_expected(ctx) -> str | None:
+    return "turned off by --no-gpu (no GPU expected here)" if getattr(ctx, "no_gpu", False) else None
+
+
+def _gpus(facts) -> list[dict]:
+    """The GPUs NVML reports; a rule that needs them cannot look without them."""
+    gpu = facts["gpu"]
+    if not (gpu.get("available") and gpu.get("gpus")):
+        raise cannot_look("gpu", f"no GPU to look at ({gpu.get('reason') or 'NVML found 0 GPUs'})")
+    return gpu["gpus"]
 
 
 def _ext_driver_evidence(facts) -> list[str]:
@@ -16,7 +29,7 @@ def _ext_driver_evidence(facts) -> list[str]:
     return out
 
 
-@rule("an NVIDIA GPU is usable", "gpu", needs=("gpu",))
+@rule("an NVIDIA GPU is usable", "gpu", needs=("gpu",), applies=no_gpu_expected)
 def none(facts, ctx):
     gpu = facts["gpu"]
     if gpu.get("available") and gpu.get("gpus"):
@@ -35,10 +48,11 @@ def _cuda_tuple(v) -> tuple[int, int] | None:
         return None
 
 
-@rule("the driver supports torch's CUDA", "gpu", needs=("gpu",))
+@rule("the driver supports torch's CUDA", "gpu", needs=("gpu",), applies=no_gpu_expected)
 def driver_too_old(facts, ctx):
+    _gpus(facts)
     gpu = facts["gpu"]
-    drv = _cuda_tuple(gpu.get("cuda_driver_version")) if gpu.get("available") else None
+    drv = _cuda_tuple(gpu.get("cuda_driver_version"))
     built = _cuda_tuple((gpu.get("torch") or {}).get("cuda"))
     if drv and built and drv < built:
         yield make("gpu.driver-too-old",
@@ -47,22 +61,23 @@ def driver_too_old(facts, ctx):
                    driver_cuda=f"{drv[0]}.{drv[1]}", torch_cuda=gpu["torch"].get("cuda"), python=ctx.python)
 
 
-@rule("GPUs support bfloat16", "gpu", needs=("gpu",))
+@rule("GPUs support bfloat16", "gpu", needs=("gpu",), applies=no_gpu_expected)
 def bf16(facts, ctx):
     need = tuple(knowledge.load("system")["gpu"]["min_compute_capability_bf16"])
-    for g in facts["gpu"].get("gpus") or []:
+    for g in _gpus(facts):
         cc = tuple(g.get("compute_capability") or ())
         if cc and cc < need:
-            yield make("gpu.bf16-unsupported", [f"GPU {g['index']} {g['name']}: compute capability {cc[0]}.{cc[1]} < {need[0]}.{need[1]}"],
-                       index=g["index"], name=g["name"], cc=f"{cc[0]}.{cc[1]}", python=ctx.python)
+            ev = f"GPU {g.get('index')} {g.get('name', '?')}: compute capability {cc[0]}.{cc[1]} < {need[0]}.{need[1]}"
+            yield make("gpu.bf16-unsupported", [ev],
+                       index=g.get("index"), name=g.get("name", "?"), cc=f"{cc[0]}.{cc[1]}", python=ctx.python)
 
 
-@rule("no other process holds GPU memory", "gpu", needs=("gpu",))
+@rule("no other process holds GPU memory", "gpu", needs=("gpu",), applies=no_gpu_expected)
 def memory_held(facts, ctx):
     # Processes, not memory_used: NVML counts ~600 MB of driver-reserved memory as used even on an
     # idle GPU (fixtures/h200).
     me = facts["gpu"].get("doctor_pid")
-    for g in facts["gpu"].get("gpus") or []:
+    for g in _gpus(facts):
         procs = [p for p in g.get("compute_processes") or [] if p.get("pid") != me]
         if procs:
             held = sum(p.get("used_memory") or 0 for p in procs)

@@ -16,6 +16,11 @@ def _modules(failures, default):
 def setuptools_missing(facts, ctx):
     failures = failures_for(facts, "python.setuptools-missing")
     needers = [n["dist"] for n in knowledge.load("python_env")["setuptools_needed_by"] if installed(facts, n["dist"])]
+    broken = ((facts.get("imports") or {}).get("modules") or {}).get("setuptools") or {}
+    if installed(facts, "setuptools") and broken and not broken.get("ok"):
+        yield make("python.setuptools-broken", [failure_evidence("setuptools", broken)],
+                   setuptools=installed(facts, "setuptools"), message=broken.get("message", "?"), python=ctx.python)
+        return
     if (installed(facts, "setuptools") or not needers) and not failures:
         return
     evidence = []
@@ -25,7 +30,7 @@ def setuptools_missing(facts, ctx):
     yield make("python.setuptools-missing", evidence, modules=_modules(failures, "vllm (through triton)"), python=ctx.python)
 
 
-@rule("pkg_resources is importable", "python", needs=("distributions",))
+@rule("pkg_resources is importable", "python", needs=("distributions", "imports"))
 def pkg_resources_missing(facts, ctx):
     failures = failures_for(facts, "python.pkg-resources-missing")
     st = installed(facts, "setuptools")

@@ -25,18 +25,38 @@ class FactMissing(Exception):
 
 
 class FactView(dict):
-    """The facts as a rule sees them: a deep fact that is None (skipped or failed probe) raises
-    FactMissing when the rule reads it with [] — `.get()` stays available for rules that handle
-    absence themselves (and then say so in their own finding)."""
+    """The facts as a rule sees them. Reading a fact that is None or absent (a skipped or failed
+    probe) with [] raises FactMissing; reading it with .get() is recorded, and a rule that read an
+    absent fact and found nothing is `skipped` (why: that fact), never ✓ — it did not see it."""
 
     def __init__(self, facts: dict, why: Callable[[str], str]):
         super().__init__(facts)
         self._why = why
+        self.absent_reads: list[str] = []
+        self.reads: set[str] = set()      # every fact the current rule read (tests hold the mechanism)
 
     def __getitem__(self, key: str) -> Any:
-        if key not in self or dict.__getitem__(self, key) is None:
+        self.reads.add(key)
+        if dict.get(self, key) is None:
             raise FactMissing(key, self._why(key))
         return dict.__getitem__(self, key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.reads.add(key)
+        value = dict.get(self, key)
+        if value is None:
+            self.absent_reads.append(key)
+            return default
+        return value
+
+    def why_unseen(self) -> str | None:
+        """Why the rule that just ran could not look, if it read an absent fact."""
+        return self._why(self.absent_reads[0]) if self.absent_reads else None
+
+
+def cannot_look(fact: str, why: str) -> FactMissing:
+    """`raise cannot_look("gpu", "no NVIDIA driver")`: the rule could not judge; its check is skipped."""
+    return FactMissing(fact, why)
 
 
 @dataclass
@@ -75,8 +95,10 @@ def crash_finding(check: str, exc: BaseException) -> Finding:
     return make("doctor.rule-crashed", tail, check=check, error=f"{type(exc).__name__}: {exc}")
 
 
-def run_rule(r: Rule, call: Callable[[], Iterable[Finding]]) -> tuple[list[Finding], Check]:
+def run_rule(r: Rule, call: Callable[[], Iterable[Finding]], view: FactView | None = None) -> tuple[list[Finding], Check]:
     """Run one rule: its findings and its check line (ok / worst severity / skipped / crash)."""
+    if view is not None:
+        view.absent_reads, view.reads = [], set()
     try:
         got = list(call() or [])
     except FactMissing as exc:
@@ -84,4 +106,7 @@ def run_rule(r: Rule, call: Callable[[], Iterable[Finding]]) -> tuple[list[Findi
     except Exception as exc:  # noqa: BLE001 - isolate the doctor's own bugs, like the probes
         f = crash_finding(r.check, exc)
         return [f], Check(r.check, r.area, Status.CRASH, ids=[f.id], why="the rule raised; see doctor.rule-crashed")
+    unseen = view.why_unseen() if view is not None else None
+    if not got and unseen:
+        return [], Check(r.check, r.area, Status.SKIPPED, why=unseen)
     return got, Check(r.check, r.area, Status.of(f.severity for f in got), ids=sorted({f.id for f in got}))

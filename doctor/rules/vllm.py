@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from doctor.findings import make
 from doctor.rules import rule
+from doctor.rules.registry import cannot_look
 from doctor.rules.common import classify, installed
 
 
@@ -35,7 +36,7 @@ def c_extension(facts, ctx):
     if not ext.get("present") or ext.get("ok"):
         return
     msg = ext.get("message", "")
-    if classify(msg) == "gpu.required-at-import":
-        return  # no driver on this machine: the GPU rules report it
+    if classify(msg) == "gpu.required-at-import":  # no driver here: it could not load, so not judged
+        raise cannot_look("extensions", f"vllm._C needs the NVIDIA driver to load ({msg})")
     yield make("vllm.c-extension-broken", [f"{ext.get('path')}: {msg}"], message=msg,
                vllm=installed(facts, "vllm") or "?", python=ctx.python)
