@@ -6,6 +6,7 @@ are for bugs only."""
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 
 from doctor import __version__
@@ -35,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--skip-probe", action="append", default=[], metavar="NAME",
                    help="skip a deep probe (imports (with the compiled extensions), registry, ray_smoke); repeatable")
     c.add_argument("--strict", action="store_true", help="warnings count as errors for the exit code")
+    c.add_argument("--verbose", "-v", action="store_true", help="list every check (default: what needs attention)")
     c.add_argument("--no-gpu", action="store_true",
                    help="no GPU is expected here (login node, CPU CI): the GPU checks are turned off and say so")
     c.add_argument("--lock", metavar="FILE", help="compare the target with a lockfile (lock.drift)")
@@ -108,10 +110,36 @@ HANDLERS = {
 }
 
 
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def _terminate_like_ctrl_c() -> None:
+    """TERM and HUP end the doctor the way Ctrl-C does: every process it started is stopped (the
+    probes, their private Ray instance, a trainer) before it exits, never orphaned."""
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) in (signal.SIG_DFL, None):
+            signal.signal(sig, _raise_interrupt)
+
+
+def _never_crash_on_encoding() -> None:
+    """A terminal or pipe that cannot show ✓/✗ (PYTHONIOENCODING=ascii, LANG=C) gets '?' for what it
+    cannot encode (and the text report ASCII marks), never a UnicodeEncodeError after the probes ran."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            "✓✗‼→·…".encode(stream.encoding or "ascii")
+        except (UnicodeEncodeError, LookupError):
+            reconfigure = getattr(stream, "reconfigure", None)
+            if reconfigure:
+                reconfigure(errors="replace")
+
+
 def dispatch(prog: str, parser: argparse.ArgumentParser, argv, handlers: dict[str, str]) -> int:
     """Parse, run the subcommand's handler, and turn bad input into one line + exit 2."""
     import importlib
 
+    _terminate_like_ctrl_c()
+    _never_crash_on_encoding()
     try:
         args = parser.parse_args(argv)
         module, func = handlers[args.command].split(":")
@@ -123,6 +151,9 @@ def dispatch(prog: str, parser: argparse.ArgumentParser, argv, handlers: dict[st
         print(f"{prog}: broken knowledge data: {exc}", file=sys.stderr)
         return ExitCode.INCOMPLETE
     except KeyboardInterrupt:
+        from doctor.probes import interrupt_running
+
+        interrupt_running()  # whatever probe still runs (a lint compose, a cluster probe) stops too
         print(f"{prog}: interrupted", file=sys.stderr)
         return ExitCode.INTERRUPTED
 

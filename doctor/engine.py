@@ -119,9 +119,16 @@ def run_check(python: str, *, fast=False, use_cache=True, scale=1.0, stack_name:
     facts, probes = collect_facts(python, fast=fast, use_cache=use_cache, scale=scale, progress=progress, skip=skip)
     if cluster:  # --cluster: versions on every alive node, in each node's own interpreter
         from doctor.probes import run_cluster_probe
+        from doctor.probes.ray_state import head_answers
 
-        probes["ray_cluster"] = run_cluster_probe(python, cluster, stack or None, scale)
-        facts["ray_cluster"] = probes["ray_cluster"].data if probes["ray_cluster"].ok else None
+        # A TCP connect first: an address nothing listens on is one finding in seconds, not a
+        # 120 s probe timeout.
+        reach = head_answers(cluster, 3.0)
+        if reach.get("answers") is False:
+            facts["ray_cluster"] = {"ok": False, "address": cluster, "reachable": reach, "nodes": []}
+        else:
+            probes["ray_cluster"] = run_cluster_probe(python, cluster, stack or None, scale)
+            facts["ray_cluster"] = probes["ray_cluster"].data if probes["ray_cluster"].ok else None
     t1 = time.perf_counter()
     skipped = {n: ("--skip-probe" if n in skip else "--fast")
                for n, p in TARGET_PROBES.items() if p.deep and n not in probes}

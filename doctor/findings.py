@@ -37,6 +37,7 @@ class Finding:
     fix: Fix
     sources: list[str] = field(default_factory=list)
     node: str | None = None
+    caused_by: str | None = None     # the root cause's ID when this finding is its consequence
 
     def __post_init__(self):
         self.severity = Severity(self.severity)
@@ -46,6 +47,8 @@ class Finding:
              "evidence": list(self.evidence), "fix": self.fix.to_dict(), "sources": list(self.sources)}
         if self.node is not None:
             d["node"] = self.node
+        if self.caused_by is not None:
+            d["caused_by"] = self.caused_by
         return d
 
 

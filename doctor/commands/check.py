@@ -83,7 +83,7 @@ def run_check(args) -> int:
     else:
         from doctor.report import text
 
-        text.render(result)
+        text.render(result, verbose=args.verbose)
     if html_out is not None:
         from doctor.report.html_report import write
 

@@ -41,6 +41,9 @@ SCHEMAS: dict[str, Any] = {
         # from-stack: the rule gives the severity (the stack constraint's).
         "id": TEXT, "area": TEXT, "severity": SEVERITY + ("from-stack",), "title": TEXT, "meaning": TEXT, "why": TEXT,
         "fix": FIX, "sources": [TEXT], "missing_dist?": TEXT, "severity_without_gpu?": SEVERITY,
+        # Root causes this finding is a consequence of: when one of them is reported too, this
+        # finding is listed under it ("caused by") and not counted as a cause of its own.
+        "consequence_of?": [TEXT],
     }],
     "fixes": [{"id": TEXT, "kind": TEXT, "install?": [TEXT], "reinstall?": [TEXT], "reason": TEXT, "source": TEXT}],
     "signatures": [{"id": TEXT, "pattern": Regex(), "source": TEXT}],

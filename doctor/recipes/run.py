@@ -357,7 +357,7 @@ def launch(cmd: list[str], env: dict, out: Path, total: int | None, show: bool) 
             interrupted["signal"] = signal.Signals(signum).name
             threading.Thread(target=_kill_group, args=(pgid, proc), daemon=True).start()
 
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
         with open(log_path, "w", encoding="utf-8") as log:
             assert proc.stdout is not None  # started with stdout=PIPE

@@ -16,45 +16,99 @@ AREA_TITLES = {
 }
 
 
-def render(result, console: Console | None = None) -> None:
+ATTENTION = ("error", "warning", "info", "crash")
+
+
+def render(result, console: Console | None = None, verbose: bool = False) -> None:
+    """The check report. By default what needs attention, and one line for each area (or the rest of
+    it) that passed or was skipped, flutter-doctor style; verbose: every check."""
     console = console or Console(highlight=False, soft_wrap=True)
     t = result.facts.get("python", {})
     console.print(f"[bold]verl-doctor[/] · target {escape(result.python)} (Python {t.get('version')}, "
                   f"{len(result.facts.get('distributions', {}))} distributions)")
     by_id = {f.id: f for f in result.findings}
+    consequences: dict[str, list] = {}
+    for f in result.findings:
+        if f.caused_by:
+            consequences.setdefault(f.caused_by, []).append(f)
     shown: set[str] = set()
-    area_order = list(dict.fromkeys(c.area for c in result.checks))
-    for area in area_order:
-        console.print(f"\n[bold]{AREA_TITLES.get(area, area)}[/]")
-        for c in (c for c in result.checks if c.area == area):
+    for area in dict.fromkeys(c.area for c in result.checks):
+        checks = [c for c in result.checks if c.area == area]
+        title = AREA_TITLES.get(area, area)
+        listed = checks if verbose else [c for c in checks if c.status in ATTENTION]
+        if not listed:
+            console.print(f"\n[bold]{title}[/] {_rest_line(console, checks)}")
+            continue
+        console.print(f"\n[bold]{title}[/]")
+        for c in listed:
             render_check(console, c)
             for fid in c.ids:
-                if fid in shown:  # one finding from two checks: its details are printed once
-                    m, col = MARK[by_id[fid].severity]
-                    console.print(f"      [{col}]{m} {fid}[/] [dim](above)[/]")
+                f = by_id[fid]
+                if fid in shown or f.caused_by:  # printed once: above, or under its root cause
+                    m, col = mark_of(console, f.severity)
+                    where = f"caused by {f.caused_by}" if f.caused_by else "above"
+                    console.print(f"      [{col}]{m} {fid}[/] [dim]({escape(where)})[/]")
                     continue
                 shown.add(fid)
-                render_finding(console, by_id[fid])
-    errors = sum(f.severity == "error" for f in result.findings)
-    warnings = sum(f.severity == "warning" for f in result.findings)
+                render_finding(console, f)
+                for sub in consequences.get(fid, []):
+                    m, col = mark_of(console, sub.severity)
+                    console.print(f"        [dim]caused by this:[/] [{col}]{m} {escape(sub.id)}[/]: {escape(sub.title)}")
+        rest = [c for c in checks if c not in listed]
+        if rest:
+            console.print(f"  {_rest_line(console, rest)}")
+    roots = [f for f in result.findings if not f.caused_by]
+    errors = sum(f.severity == "error" for f in roots)
+    warnings = sum(f.severity == "warning" for f in roots)
+    caused = len(result.findings) - len(roots)
     cached = result.timings.get("cached") or []
     took = result.timings.get("collect_s", 0) + result.timings.get("rules_s", 0)
     colour = "red" if errors else "yellow" if warnings else "green"
-    console.print(f"\n[bold {colour}]{errors} error(s), {warnings} warning(s)[/] in {took:.2f} s"
+    console.print(f"\n[bold {colour}]{errors} error(s), {warnings} warning(s)[/]"
+                  + (f" [dim](+{caused} caused by them)[/]" if caused else "") + f" in {took:.2f} s"
                   + (" [dim](deep probes from cache; --no-cache to re-run)[/]" if cached else ""))
     if errors or warnings:
-        console.print(f"[dim]{escape(runnable('doctor explain ID'))} · {escape(runnable('doctor fix --dry-run'))}[/]")
+        console.print(f"[dim]{escape(runnable('doctor explain ID'))} · {escape(runnable('doctor fix --dry-run'))}"
+                      + ("" if verbose else " · --verbose lists every check") + "[/]")
+
+
+def _rest_line(console: Console, checks) -> str:
+    """'✓ 4 passed · - 2 skipped (skipped by --fast)' for checks that need no attention."""
+    ok = [c for c in checks if c.status == "ok"]
+    skipped = [c for c in checks if c.status == "skipped"]
+    parts = []
+    if ok:
+        m, col = mark_of(console, "ok")
+        parts.append(f"[{col}]{m}[/] {len(ok)} {'check' if len(ok) == 1 else 'checks'} passed")
+    if skipped:
+        m, col = mark_of(console, "skipped")
+        whys = list(dict.fromkeys(c.why or "?" for c in skipped))
+        parts.append(f"[{col}]{m} {len(skipped)} skipped ({escape('; '.join(whys))})[/]")
+    return " · ".join(parts)
+
+
+ASCII_MARK = {"ok": "ok", "info": "i", "warning": "!", "error": "X", "skipped": "-", "crash": "!!"}
+
+
+def mark_of(console: Console, status: str) -> tuple[str, str]:
+    """The mark of a status and its colour; ASCII marks where the output cannot encode ✓/✗."""
+    mark, colour = MARK[status]
+    try:
+        mark.encode(console.encoding or "utf-8")
+    except (UnicodeEncodeError, LookupError):
+        mark = ASCII_MARK[status]
+    return mark, colour
 
 
 def render_check(console: Console, c) -> None:
     """One check line: its mark, what was checked, and why it could not look (skipped, crash)."""
-    mark, colour = MARK[c.status]
+    mark, colour = mark_of(console, c.status)
     extra = f" [dim]({escape(c.why)})[/]" if c.why and c.status in ("skipped", "crash") else ""
     console.print(f"  [{colour}]{mark}[/] {escape(c.check)}{extra}")
 
 
 def render_finding(console: Console, f) -> None:
-    mark, colour = MARK[f.severity]
+    mark, colour = mark_of(console, f.severity)
     console.print(f"      [{colour}]{mark} {f.id}[/]: {escape(f.title)}")
     for e in f.evidence[:14]:
         console.print(f"          [dim]{escape(e)}[/]")
@@ -82,7 +136,7 @@ def render_triage(t, console: Console | None = None) -> None:
     f0 = t.failure
     console.print("[red]✗ the run failed[/]" + (f" [dim]({f0['marker']} at line {f0['line']})[/]" if f0 else ""))
     for f in t.findings:
-        mark, colour = MARK[f.severity]
+        mark, colour = mark_of(console, f.severity)
         console.print(f"  [{colour}]{mark} {f.id}[/]: {escape(f.title)}")
         for e in f.evidence:
             console.print(f"      [dim]{escape(e)}[/]")

@@ -81,5 +81,20 @@ def evaluate(facts: dict, ctx: Context, trace: dict | None = None) -> tuple[list
         if check.status not in (Status.SKIPPED, Status.CRASH):  # a merged ID counts at its worst
             check.status = Status.of(merged[i].severity for i in check.ids)
         checks.append(check)
+    link_root_causes(merged)
     findings = sorted(merged.values(), key=report_order)
     return findings, checks
+
+
+def link_root_causes(findings: dict[str, Finding]) -> None:
+    """A finding whose knowledge entry names root causes (`consequence_of`) that are reported too
+    is marked caused_by the first of them present (families like `version.*` match by prefix)."""
+    from doctor.findings import definition
+
+    for f in findings.values():
+        for cause in (definition(f.id) or {}).get("consequence_of", []):
+            present = [i for i in findings if i != f.id and (i == cause or (cause.endswith(".*") and
+                                                                          i.startswith(cause[:-1])))]
+            if present and findings[present[0]].caused_by is None:
+                f.caused_by = present[0]
+                break

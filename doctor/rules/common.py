@@ -50,6 +50,29 @@ def failures_for(facts: dict, finding_id: str) -> list[tuple[str, dict]]:
     return [(m, i) for m, i, fid in import_failures(facts) if fid == finding_id]
 
 
+def grouped_failure_evidence(failures: list[tuple[str, dict]]) -> list[str]:
+    """One line per distinct error (the first import that raised it), then the other imports that
+    raised the same error — not the same line once per module."""
+    by_msg: dict[str, list[tuple[str, dict]]] = {}
+    for module, info in failures:
+        by_msg.setdefault(info.get("message") or "", []).append((module, info))
+    out = []
+    for items in by_msg.values():
+        out.append(failure_evidence(*items[0]))
+        if len(items) > 1:
+            out.append("same error when importing: " + ", ".join(m for m, _ in items[1:]))
+    return out
+
+
+def exception_summary(lines: list[str]) -> list[str]:
+    """From a traceback's text: the innermost frame and the exception line (the last ones)."""
+    import re as _re
+
+    frames = [ln.strip() for ln in lines if _re.match(r'\s*File "', ln)]
+    excs = [ln.strip() for ln in lines if _re.match(r"\s*(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Warning)\b", ln)]
+    return ([f"innermost frame: {frames[-1]}"] if frames else []) + ([excs[-1]] if excs else [])
+
+
 def failure_evidence(module: str, info: dict) -> str:
     chain = info.get("chain") or []
     where = f" (raised at {chain[-1]})" if chain else ""

@@ -5,7 +5,8 @@ from __future__ import annotations
 from doctor import knowledge
 from doctor.findings import make
 from doctor.rules import rule
-from doctor.rules.common import active_stack, failure_evidence, failures_for, installed, stack_lockfile_for
+from doctor.rules.common import (active_stack, failure_evidence, failures_for, grouped_failure_evidence, installed,
+                                 stack_lockfile_for)
 
 
 def _modules(failures, default):
@@ -26,7 +27,7 @@ def setuptools_missing(facts, ctx):
     evidence = []
     if not installed(facts, "setuptools"):
         evidence.append(f"no setuptools distribution in {facts['python']['prefix']}; needed by: {', '.join(needers)}")
-    evidence += [failure_evidence(m, i) for m, i in failures]
+    evidence += grouped_failure_evidence(failures)
     yield make("python.setuptools-missing", evidence, modules=_modules(failures, "vllm (through triton)"), python=ctx.python)
 
 
@@ -36,7 +37,7 @@ def pkg_resources_missing(facts, ctx):
     st = installed(facts, "setuptools")
     if not failures:
         return
-    evidence = [failure_evidence(m, i) for m, i in failures]
+    evidence = grouped_failure_evidence(failures)
     if st:
         evidence.append(f"setuptools=={st} installed (82 and later ship no pkg_resources)")
     yield make("python.pkg-resources-missing", evidence, modules=_modules(failures, "verl"), setuptools=st or "missing",

@@ -9,6 +9,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from doctor import knowledge
 from doctor.findings import make
 from doctor.rules import rule
+from doctor.rules.registry import cannot_look
 from doctor.rules.common import classify, failure_evidence, human_bytes, import_failures, installed, satisfies
 
 MAX_LISTED = 10
@@ -221,9 +222,18 @@ def smoke_failed(facts, ctx):
       applies=lambda ctx: None if ctx.cluster else "no --cluster given")
 def version_drift(facts, ctx):
     cl = facts["ray_cluster"]
-    nodes = [n for n in cl.get("nodes") or [] if "versions" in n]
-    if not cl.get("ok") or len(nodes) < 2:
+    reach = cl.get("reachable") or {}
+    if reach.get("answers") is False:
+        yield make("ray.cluster-unreachable", [f"TCP connect to {reach.get('host')}:{reach.get('port')}: "
+                                               f"{reach.get('error')} ({reach.get('seconds')} s)"],
+                   address=cl.get("address"), python=ctx.python)
         return
+    nodes = [n for n in cl.get("nodes") or [] if "versions" in n]
+    if not cl.get("ok"):
+        err = (cl.get("error") or {}).get("message") or "the cluster probe did not finish"
+        raise cannot_look("ray_cluster", f"could not read the cluster's nodes: {err}")
+    if len(nodes) < 2:
+        raise cannot_look("ray_cluster", f"{len(nodes)} node(s) answered: nothing to compare")
     names = list(dict.fromkeys(k for n in nodes for k in n["versions"]))
     drift = [d for d in names if len({n["versions"].get(d) for n in nodes}) > 1]
     if not drift:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from doctor.findings import make
 from doctor.rules import rule
 from doctor.rules.registry import cannot_look
-from doctor.rules.common import classify, installed
+from doctor.rules.common import classify, exception_summary, installed
 
 
 @rule("vLLM's tokenizer wrapper works with transformers", "vllm", needs=("imports",), requires=("vllm", "transformers"))
@@ -22,11 +22,13 @@ def tokenizer(facts, ctx):
 @rule("vLLM can inspect Qwen2ForCausalLM", "vllm", needs=("registry",), requires=("vllm",))
 def qwen2(facts, ctx):
     reg = facts["registry"]
-    if not reg.get("ran") or reg.get("ok"):
+    if not reg.get("ran"):
+        raise cannot_look("registry", f"vLLM's registry child did not run ({reg.get('reason') or 'see the registry facts'})")
+    if reg.get("ok"):
         return
     tail = reg.get("stderr_tail") or []
-    evidence = [f"`{' '.join(reg.get('command', []))}` exited {reg.get('returncode')}; child stderr (tail):"]
-    evidence += ["  " + line for line in tail[-12:]]
+    evidence = [f"`{' '.join(reg.get('command', []))}` exited {reg.get('returncode')}"]
+    evidence += exception_summary(tail) or ["  " + line for line in tail[-4:]]
     yield make("vllm.qwen2-not-inspectable", evidence, python=ctx.python)
 
 
