@@ -68,6 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
     tr = sub.add_parser("triage", help="name the cause of a failed run from its console log")
     tr.add_argument("log", help="the run's console log (or - for stdin)")
     tr.add_argument("--json", action="store_true")
+    tr.add_argument("--python", metavar="PATH",
+                    help="the training env's interpreter, for the fix commands (default: the active one)")
 
     rb = sub.add_parser("rollback", help="restore the state saved before a `doctor fix`")
     rb.add_argument("snapshot", nargs="?", help="snapshot ID or path (default: the latest)")

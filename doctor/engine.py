@@ -52,7 +52,9 @@ def collect_facts(python: str, *, fast: bool = False, use_cache: bool = True, sc
             cache.store_dists(python, dist.data)
     if not dist.ok or dist.data is None:
         pool.shutdown(wait=False)
-        raise UsageError(f"--python {python}: cannot inspect it as a Python interpreter ({dist.error})")
+        first = (dist.error or "no output").strip().splitlines()[0]
+        raise UsageError(f"--python {python}: cannot inspect it as a Python interpreter "
+                         f"({first[:160]}{'…' if len(first) > 160 else ''})")
     dist_data: dict = dist.data
     probes: dict[str, ProbeResult] = {"distributions": dist}
 

@@ -1,18 +1,27 @@
-"""`doctor triage LOG [--json]`. Exit codes: 0 no cause found, 1 a cause found, 2 bad input."""
+"""`doctor triage LOG [--json] [--python PATH]`. Exit codes: 0 the run completed or shows no
+failure · 1 the run failed (a cause named or not) · 2 bad input (not a console log)."""
 
 from __future__ import annotations
 
 import json
 
-from doctor.triage import read_log, triage_text
+from doctor.errors import UsageError
 from doctor.results import ExitCode
+from doctor.target import resolve_python
+from doctor.triage import looks_like_a_log, read_log, spec, triage_text
+
 
 def run_triage(args) -> int:
-    t = triage_text(read_log(args.log), args.log)
+    text = read_log(args.log)
+    if not looks_like_a_log(text.splitlines(), spec()):
+        raise UsageError(f"{args.log}: not a console log (no traceback, error, log-level, Ray or step line); "
+                         "give the training run's output (e.g. the file `| tee` wrote)")
+    python = resolve_python(args.python)
+    t = triage_text(text, args.log, python=python)
     if args.json:
-        print(json.dumps(t.to_document(), indent=1))
+        print(json.dumps({**t.to_document(), "python": python}, indent=1))
     else:
         from doctor.report.text import render_triage
 
-        render_triage(t)
-    return ExitCode.PROBLEMS if any(f.severity == "error" for f in t.findings) else ExitCode.OK
+        render_triage(t, python=python)
+    return ExitCode.PROBLEMS if t.failed else ExitCode.OK

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -116,19 +117,60 @@ def load(name_or_file: str) -> dict:
     return doc
 
 
+_OVERRIDE_KEY = re.compile(r"^(?:~|\+\+|\+)?[A-Za-z_][\w.\-/@]*$")
+
+
+def override_problem(line: str) -> str | None:
+    """What is wrong with one Hydra override line (key=value), in words; None if it looks right.
+    Checked before Hydra sees it, so the message names the line instead of a grammar error."""
+    key, eq, value = line.partition("=")
+    if not eq:
+        return None if line.startswith("~") and _OVERRIDE_KEY.match(line) else "not key=value"
+    if not key.strip():
+        return "no key before '='"
+    if not _OVERRIDE_KEY.match(key.strip()):
+        return f"{key.strip()!r} is not a config key (letters, digits and _ . - / @, optionally after + ++ ~)"
+    depth, quote = [], None
+    pairs = {"[": "]", "{": "}", "(": ")"}
+    for ch in value:
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch in pairs:
+            depth.append(pairs[ch])
+        elif ch in pairs.values():
+            if not depth or depth.pop() != ch:
+                return f"unbalanced {ch!r} in the value"
+    if quote:
+        return f"unclosed {quote} quote in the value"
+    if depth:
+        return f"unclosed {depth[-1].translate(str.maketrans(']})', '[{('))!r} in the value"
+    return None
+
+
 def read_overrides_file(path: str) -> list[str]:
     p = Path(path)
     if not p.is_file():
         raise UsageError(f"--overrides-file {path}: no such file")
+    data = p.read_bytes()
+    if b"\0" in data:
+        raise UsageError(f"--overrides-file {path}: is a binary file, not Hydra overrides (one key=value per line)")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"--overrides-file {path}: is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset "
+                         f"{exc.start})") from None
     out = []
-    for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(text.splitlines(), 1):
         line = line.strip()
         if not line or line.startswith("#"):
             continue
         if line.endswith("\\"):
             line = line[:-1].rstrip()
-        if "=" not in line and not line.startswith("~"):
-            raise UsageError(f"--overrides-file {path}: line {n} is not a Hydra override (key=value): {line[:60]}")
+        problem = override_problem(line)
+        if problem:
+            raise UsageError(f"--overrides-file {path}: line {n} is not a Hydra override ({problem}): {line[:60]}")
         out.append(line)
     return out
 

@@ -121,11 +121,13 @@ def render_finding(console: Console, f) -> None:
             console.print(f"          $ {escape(cmd)}")
 
 
-def render_triage(t, console: Console | None = None) -> None:
-    """`doctor triage`'s text report."""
+def render_triage(t, console: Console | None = None, python: str | None = None) -> None:
+    """`doctor triage`'s text report; `python`: the interpreter its fix commands name."""
     console = console or Console(highlight=False, soft_wrap=True)
     step = f"; last training step {t.last_step} at line {t.last_step_line}" if t.last_step is not None else ""
     console.print(f"[bold]doctor triage[/] · {escape(t.log)} ({t.lines} line{'s' if t.lines != 1 else ''}{step})")
+    if python and t.failed:
+        console.print(f"[dim]fix commands are for {escape(python)} (--python PATH names the training env)[/]")
     if t.status == "completed":
         console.print("[green]✓ the run completed (Final validation metrics printed): nothing to blame[/]")
         return

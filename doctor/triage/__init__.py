@@ -68,7 +68,18 @@ def _short(text: str, n: int = 240) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def triage_text(text: str, path: str) -> Triage:
+_LOG_LINE = re.compile(r"\b(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\b|\(\w+ pid=\d+|^\s*File \"|"
+                       r"^\[\d{4}-\d\d-\d\d|^\s*\[rank\d+\]|Traceback|step:\d+|\bexit(?:ed)? (?:with )?code\b")
+
+
+def looks_like_a_log(lines: list[str], sp: dict) -> bool:
+    """A console log has log structure somewhere: a traceback, an exception or error line, a log
+    level, a Ray or torch.distributed prefix, a training step. A README or a config file has none."""
+    return any(_LOG_LINE.search(ln) or any(rx.search(ln) for _, rx in sp["markers"]) for ln in lines)
+
+
+def triage_text(text: str, path: str, python: str = "python") -> Triage:
+    """The triage of one log; `python` is the interpreter the fix commands name."""
     sp = spec()
     raw = text.split("\n")
     if raw and raw[-1] == "":
@@ -101,12 +112,12 @@ def triage_text(text: str, path: str) -> Triage:
     symptoms = [h for h in fatal_hits if h["sig"].get("symptom")]
     warn_hits = _match(lines, range(len(lines)), [s for s in sp["signatures"] if not s.get("fatal")])
     if causes:
-        t.findings += _findings(causes, lines, then=symptoms, severity="error")
+        t.findings += _findings(causes, lines, then=symptoms, severity="error", python=python)
     elif symptoms:
-        t.findings += _findings(symptoms, lines, severity="error")
+        t.findings += _findings(symptoms, lines, severity="error", python=python)
     else:
         t.findings.append(_unrecognized(lines, start, markers))
-    t.findings += _findings(warn_hits, lines, severity="warning")
+    t.findings += _findings(warn_hits, lines, severity="warning", python=python)
     return t
 
 
@@ -142,14 +153,14 @@ class _Safe(dict):
 
 
 def _findings(hits: list[dict], lines: list[str], then: list[dict] | None = None,
-              severity: str | None = None) -> list[Finding]:
+              severity: str | None = None, python: str = "python") -> list[Finding]:
     out = []
     for n, h in enumerate(hits):
         sig = h["sig"]
         groups = _Safe(h["groups"])
         defaults = {k: v.format_map(groups) if isinstance(v, str) and "{" in v else v
                     for k, v in (sig.get("params") or {}).items()}
-        params = {"python": "python", **defaults, "message": _short(lines[h["lines"][0]], 160), **h["groups"]}
+        params = {**defaults, "python": python, "message": _short(lines[h["lines"][0]], 160), **h["groups"]}
         ev = _evidence(lines, h["lines"])
         if n == 0 and then:
             for s in then:

@@ -109,8 +109,28 @@ def test_warnings_and_caught_tracebacks_before_the_last_step_are_not_causes(tmp_
 def test_unknown_failure_is_reported_but_not_as_a_cause(tmp_path):
     rc, doc = triage(_crashed_copy(tmp_path, "Traceback (most recent call last):\n  File \"/usr/lib/python3.11/"
                                              "site-packages/foo/bar.py\", line 3, in f\nFooError: something odd\n"))
-    assert rc == 0 and doc["failed"] is True
+    # a failed run is a problem (exit 1) even when its cause is not recognised
+    assert rc == 1 and doc["failed"] is True
     assert [f["id"] for f in doc["findings"]] == ["runtime.unrecognized-failure"]
+
+
+def test_a_file_that_is_no_log_is_bad_input():
+    from conftest import REPO, run_doctor
+
+    proc = run_doctor("triage", str(REPO / "README.md"))
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and "not a console log" in proc.stderr
+    assert proc.stdout == ""
+
+
+def test_fix_commands_name_the_interpreter_given(tmp_path):
+    from conftest import DATA
+
+    import sys
+
+    rc, doc = triage(DATA / "logs" / "failures" / "verl-245_vllm_0.6.3.post1_not_supported.log", "--python", sys.executable)
+    cmds = [c for f in doc["findings"] for c in f["fix"]["commands"]]
+    assert cmds and all("--python python " not in c for c in cmds)
+    assert any(sys.executable in c for c in cmds), cmds
 
 
 def test_stdin_and_bad_input(tmp_path):
