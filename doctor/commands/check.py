@@ -30,6 +30,21 @@ def _skips(args) -> list[str]:
     return args.skip_probe
 
 
+def _report_crashed(kind: str, exc: Exception, result, strict: bool) -> int:
+    """A renderer raised: say so in one line, and give the findings in the form that cannot fail
+    (the JSON document, which the tests hold to the schema)."""
+    import traceback
+
+    from doctor.report import json_report
+
+    where = traceback.extract_tb(exc.__traceback__)[-1]
+    print(f"doctor: the {kind} report crashed ({type(exc).__name__}: {exc} at {where.filename}:{where.lineno}); "
+          "please report it. The findings as JSON:", file=sys.stderr)
+    sys.stdout.write(json_report.render(result) + "\n")
+    code = exit_code(result, strict)
+    return code if code == ExitCode.PROBLEMS else ExitCode.INCOMPLETE
+
+
 def run_check(args) -> int:
     python = resolve_python(args.python)
     lockfile = Path(args.lock) if args.lock else None
@@ -83,7 +98,10 @@ def run_check(args) -> int:
     else:
         from doctor.report import text
 
-        text.render(result, verbose=args.verbose)
+        try:
+            text.render(result, verbose=args.verbose)
+        except Exception as exc:  # noqa: BLE001 - the doctor's own bug must not hide what it found
+            return _report_crashed("text", exc, result, args.strict)
     if html_out is not None:
         from doctor.report.html_report import write
 

@@ -17,7 +17,16 @@ def run_triage(args) -> int:
         raise UsageError(f"{args.log}: not a console log (no traceback, error, log-level, Ray or step line); "
                          "give the training run's output (e.g. the file `| tee` wrote)")
     python = resolve_python(args.python)
-    t = triage_text(text, args.log, python=python)
+    try:
+        t = triage_text(text, args.log, python=python)
+    except Exception as exc:  # noqa: BLE001 - the doctor's own bug: one line, not a traceback
+        import sys
+        import traceback
+
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        print(f"doctor: triage crashed on {args.log} ({type(exc).__name__}: {exc} at {where.filename}:{where.lineno}); "
+              "please report it with the log", file=sys.stderr)
+        return ExitCode.INCOMPLETE
     if args.json:
         print(json.dumps({**t.to_document(), "python": python}, indent=1))
     else:

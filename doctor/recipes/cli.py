@@ -36,7 +36,7 @@ def build_parser() -> Parser:
 
     rp = sub.add_parser("report", help="parse a verl console log: metrics.jsonl, summary.json, report.html")
     rp.add_argument("log", help="a verl console log")
-    rp.add_argument("--out", metavar="DIR", help="output directory (default: next to the log)")
+    rp.add_argument("--out", metavar="DIR", help="output directory (default: ./<log name>-report, where you are)")
     rp.add_argument("--json", action="store_true", help="print summary.json on stdout")
 
     d = sub.add_parser("data", help="write a shipped dataset")

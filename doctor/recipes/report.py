@@ -228,10 +228,30 @@ def _v(x) -> str:
 
 # --- command --------------------------------------------------------------------------------------
 
+OUTPUT_NAMES = ("metrics.jsonl", "summary.json", "report.html")
+
+
 def _out_dir(log_path: Path, out: str | None) -> Path:
-    d = Path(out) if out else log_path.parent / f"{log_path.stem}-report"
+    """--out, else ./<log name>-report in the folder the user is in (never beside the log: that may be
+    a read-only or shared tree). An existing folder is reused only when it holds nothing but an
+    earlier report of this command: a user's files are never overwritten."""
+    d = Path(out) if out else Path.cwd() / f"{log_path.stem}-report"
     if d.exists() and not d.is_dir():
         raise UsageError(f"output {d} exists and is not a directory")
+    if d.is_dir():
+        foreign = sorted(p.name for p in d.iterdir() if p.name not in OUTPUT_NAMES)
+        summary = d / "summary.json"
+        if not foreign and summary.exists():
+            try:
+                ours = "trainer" in json.loads(summary.read_text(encoding="utf-8"))
+            except (OSError, ValueError, TypeError):
+                ours = False
+            foreign = [] if ours else ["summary.json (not one this command wrote)"]
+        elif not foreign and any((d / n).exists() for n in OUTPUT_NAMES):
+            foreign = [n for n in OUTPUT_NAMES if (d / n).exists()]
+        if foreign:
+            raise UsageError(f"output {d} holds files that are not an earlier report ({', '.join(foreign[:3])}"
+                             f"{'…' if len(foreign) > 3 else ''}); give --out NEW_DIR")
     try:
         d.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -170,6 +170,11 @@ def files(tmp_path):
     f["wrong_hash_lock"].write_text("six==1.16.0 \\\n    --hash=sha256:" + "0" * 64 + "\n")
     f["a_file"] = tmp_path / "a-file"
     f["a_file"].write_text("I am a file, not a directory\n")
+    f["bad_override"] = tmp_path / "bad.overrides"
+    f["bad_override"].write_text("data.train_batch_size=8\ntrainer.logger=[console\n")
+    f["users_dir"] = tmp_path / "o-mine"
+    f["users_dir"].mkdir()
+    (f["users_dir"] / "notes.txt").write_text("mine\n")
     return f
 
 
@@ -207,6 +212,49 @@ CASES = [
     ("container-no-engine", "doctor", lambda f, t: ["container", "build", "--no-flash-attn"], ""),
     ("container-verify-no-engine", "doctor", lambda f, t: ["container", "verify", "some/tag:1"], ""),
     ("container-unhashed-lock", "doctor", lambda f, t: ["container", "build", "--lock", str(f["sft"])], ""),
+    # --- the target interpreter, for every command that takes one
+    ("check-python-directory", "doctor", lambda f, t: ["check", "--python", str(t)], "is a directory"),
+    ("check-python-not-executable", "doctor", lambda f, t: ["check", "--python", str(f["a_file"])], "not executable"),
+    ("check-python-missing", "doctor", lambda f, t: ["check", "--python", str(t / "nope")], "no such file"),
+    ("check-python-not-a-python", "doctor", lambda f, t: ["check", "--python", "/bin/true"], "Python interpreter"),
+    ("fix-python-missing", "doctor", lambda f, t: ["fix", "--yes", "--python", str(t / "nope")], "no such file"),
+    ("rollback-python-missing", "doctor", lambda f, t: ["rollback", "--yes", "--python", str(t / "nope")], "no such file"),
+    ("triage-python-missing", "doctor", lambda f, t: ["triage", PPO_LOG, "--python", str(t / "nope")], "no such file"),
+    ("lint-python-missing", "recipes", lambda f, t: ["lint", "gsm8k-2xA100", "--python", str(t / "nope")], "no such file"),
+    ("run-python-missing", "recipes", lambda f, t: ["run", "gsm8k-smoke-1gpu", "--python", str(t / "nope")],
+     "no such file"),
+    # --- check's other inputs
+    ("check-lock-missing", "doctor", lambda f, t: ["check", "--fast", "--lock", str(t / "nope.txt")], "no such file"),
+    ("check-lock-binary", "doctor", lambda f, t: ["check", "--fast", "--lock", str(f["binary"])], "lockfile"),
+    ("check-unknown-stack", "doctor", lambda f, t: ["check", "--fast", "--stack", "nope"], "unknown stack"),
+    ("check-unknown-recipe", "doctor", lambda f, t: ["check", "--fast", "--recipe", "nope"], "nope"),
+    ("check-unknown-option", "doctor", lambda f, t: ["check", "--frobnicate"], "--frobnicate"),
+    ("unknown-subcommand", "doctor", lambda f, t: ["frobnicate"], "frobnicate"),
+    ("explain-unknown-id", "doctor", lambda f, t: ["explain", "no.such-id"], "no.such-id"),
+    # --- lock, fix, container
+    ("lock-unknown-stack", "doctor", lambda f, t: ["lock", "--stack", "nope", "--out", str(t / "o5")], "unknown stack"),
+    ("lock-python-not-in-stack", "doctor", lambda f, t: ["lock", "--python", "2.7", "--out", str(t / "o6")], "2.7"),
+    ("fix-unknown-stack", "doctor", lambda f, t: ["fix", "--yes", "--stack", "nope"], "unknown stack"),
+    ("fix-json-without-yes", "doctor", lambda f, t: ["fix", "--json"], "--yes"),
+    ("fix-lock-and-stack", "doctor", lambda f, t: ["fix", "--yes", "--lock", "a", "--stack", "b"], "not allowed"),
+    ("container-unknown-stack", "doctor", lambda f, t: ["container", "build", "--stack", "nope"], "unknown stack"),
+    ("container-lock-and-stack", "doctor", lambda f, t: ["container", "build", "--stack", "a", "--lock", "b"],
+     "not allowed"),
+    ("container-no-subcommand", "doctor", lambda f, t: ["container"], ""),
+    # --- triage
+    ("triage-directory", "doctor", lambda f, t: ["triage", str(t)], ""),
+    ("triage-not-a-log", "doctor", lambda f, t: ["triage", str(REPO / "README.md")], "not a console log"),
+    # --- recipes
+    ("lint-binary-overrides", "recipes", lambda f, t: ["lint", "--overrides-file", str(f["binary"])], "binary"),
+    ("lint-malformed-override-line", "recipes", lambda f, t: ["lint", "--overrides-file", str(f["bad_override"])],
+     "line 2"),
+    ("lint-unknown-recipe", "recipes", lambda f, t: ["lint", "nope"], "nope"),
+    ("show-missing-recipe-file", "recipes", lambda f, t: ["show", str(t / "nope.yaml")], "no such recipe file"),
+    ("report-directory-as-log", "recipes", lambda f, t: ["report", str(t), "--out", str(t / "o7")], ""),
+    ("report-out-holds-a-users-files", "recipes", lambda f, t: ["report", PPO_LOG, "--out", str(f["users_dir"])],
+     "not an earlier report"),
+    ("data-without-out", "recipes", lambda f, t: ["data", "gsm8k"], "--out"),
+    ("recipes-unknown-subcommand", "recipes", lambda f, t: ["frobnicate"], "frobnicate"),
 ]
 
 

@@ -49,10 +49,10 @@ EXPECTED = {
 RECIPES_MAIN = "import sys; from doctor.recipes.cli import main; sys.exit(main(sys.argv[1:]))"
 
 
-def run_recipes(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+def run_recipes(*args: str, timeout: float = 120, cwd=None) -> subprocess.CompletedProcess:
     """`recipes ARGS` in a subprocess, as a user runs it (the console script's entry point)."""
     return subprocess.run([sys.executable, "-c", RECIPES_MAIN, *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=str(REPO), env=dict(os.environ))
+                          timeout=timeout, cwd=str(cwd or REPO), env=dict(os.environ))
 
 
 def report_json(log: Path, out: Path) -> dict:
@@ -76,14 +76,36 @@ def test_real_logs_give_the_hand_counted_steps_and_scores(log, tmp_path):
     assert "<script" not in page and "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
 
 
-def test_text_output_and_default_out_dir_next_to_the_log(tmp_path):
-    log = tmp_path / "run.log"
+def test_text_output_and_default_out_dir_where_the_user_is(tmp_path):
+    logs = tmp_path / "shared-logs"
+    logs.mkdir()
+    log = logs / "run.log"
     shutil.copy(GEMMA, log)
-    proc = run_recipes("report", str(log))
+    logs.chmod(0o555)  # a read-only tree: nothing is written next to the log
+    here = tmp_path / "here"
+    here.mkdir()
+    try:
+        proc = run_recipes("report", str(log), cwd=here)
+    finally:
+        logs.chmod(0o755)
     assert proc.returncode == 0, proc.stderr
     assert "106 (step 0 … 105" in proc.stdout and "0.621" in proc.stdout
-    assert sorted(p.name for p in (tmp_path / "run-report").iterdir()) == ["metrics.jsonl", "report.html",
-                                                                           "summary.json"]
+    assert sorted(p.name for p in (here / "run-report").iterdir()) == ["metrics.jsonl", "report.html", "summary.json"]
+    assert sorted(p.name for p in logs.iterdir()) == ["run.log"]
+    again = run_recipes("report", str(log), cwd=here)  # an earlier report of this command may be replaced
+    assert again.returncode == 0, again.stderr
+
+
+def test_a_users_folder_is_never_overwritten(tmp_path):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "summary.json").write_text('{"my": "own data"}')
+    (mine / "notes.txt").write_text("keep me")
+    for out in (mine,):
+        proc = run_recipes("report", str(GEMMA), "--out", str(out))
+        assert proc.returncode == 2 and "not an earlier report" in proc.stderr, proc.stderr
+    assert (mine / "summary.json").read_text() == '{"my": "own data"}' and sorted(p.name for p in mine.iterdir()) == [
+        "notes.txt", "summary.json"]
 
 
 def test_out_of_order_steps_from_ray_job_logs_give_the_same_metrics(tmp_path):
