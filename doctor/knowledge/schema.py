@@ -60,7 +60,8 @@ SCHEMAS: dict[str, Any] = {
     "system": {
         "shm": {"object_store_fraction": NUMBER, "object_store_max_bytes": int, "headroom": NUMBER,
                 "min_bytes": int, "source": TEXT},
-        "gpu": {"min_compute_capability_bf16": [int], "source": TEXT},
+        "gpu": {"min_compute_capability_bf16": [int], "min_compute_capability_flash_attn": [int],
+                "kernel_libraries": Map([TEXT]), "source": TEXT},
         "closest_stack": {"weight": NUMBER, "pinned_weight": NUMBER, "pinned": [TEXT], "source": TEXT},
     },
     "config_rules": {

@@ -67,9 +67,20 @@ TARGET_PROBES = {
         TargetProbe("imports", ("extensions.py", "imports.py"), budget_s=240, deep=True,
                     args=lambda: [",".join(stack_modules())], provides=("extensions",)),
         TargetProbe("registry", ("registry.py",), budget_s=240, deep=True),
+        # GPU architectures in the compiled libraries (fatbin headers only: ~0.4 s for 2 GB cold).
+        TargetProbe("kernels", ("fatbin.py", "kernels.py"), budget_s=60, deep=True,
+                    args=lambda: [_kernel_libraries()]),
         TargetProbe("ray_smoke", ("ray_smoke.py",), budget_s=90, deep=True, args=lambda: _ray_smoke_args()),
     ]
 }
+
+
+def _kernel_libraries() -> str:
+    import json
+
+    from doctor import knowledge
+
+    return json.dumps(knowledge.load("system")["gpu"]["kernel_libraries"])
 
 
 def _ray_smoke_args() -> list[str]:

@@ -12,6 +12,13 @@ def _s(v):
     return v.decode() if isinstance(v, bytes) else v
 
 
+def _optional(read):
+    try:
+        return read()
+    except Exception:  # noqa: BLE001 - not every driver answers every query
+        return None
+
+
 def nvml_facts() -> dict:
     try:
         import pynvml
@@ -41,6 +48,8 @@ def nvml_facts() -> dict:
             out["gpus"].append({
                 "index": i,
                 "name": _s(pynvml.nvmlDeviceGetName(h)),
+                "uuid": _optional(lambda: _s(pynvml.nvmlDeviceGetUUID(h))),
+                "pci_bus_id": _optional(lambda: _s(pynvml.nvmlDeviceGetPciInfo(h).busId)),
                 "memory_total": mem.total,
                 "memory_used": mem.used,
                 "compute_capability": list(pynvml.nvmlDeviceGetCudaComputeCapability(h)),

@@ -84,3 +84,138 @@ def memory_held(facts, ctx):
             yield make("gpu.memory-held",
                        [f"GPU {g['index']}: pid {p['pid']} ({p.get('name') or '?'}) holds {human_bytes(p.get('used_memory') or 0)}" for p in procs],  # noqa: E501
                        held=human_bytes(held), index=g["index"], python=ctx.python)
+
+
+# -- the job's view: CUDA_VISIBLE_DEVICES as the CUDA driver applies it -----------------------------
+
+def select_devices(value: str | None, gpus: list[dict]) -> dict:
+    """The GPUs a CUDA process gets for CUDA_VISIBLE_DEVICES=value, given NVML's GPUs (PCI order).
+
+    As the driver parses it (recorded on an H200, tests/data/gpu/h200-device-selection.json): unset
+    means all; entries are read left to right, each an index or a GPU-/MIG- UUID (prefix); the first
+    entry that is not a valid device ends the list (what follows is ignored); a device named twice
+    makes cuInit fail (no device at all); '', '-1' and garbage select nothing."""
+    if value is None:
+        return {"devices": list(gpus), "kind": "all", "ignored": []}
+    chosen: list[dict] = []
+    tokens = [t.strip() for t in value.split(",")]
+    for i, tok in enumerate(tokens):
+        dev = None
+        if tok.isdigit() and int(tok) < len(gpus):
+            dev = gpus[int(tok)]
+        elif tok.startswith("GPU-"):
+            hits = [g for g in gpus if str(g.get("uuid") or "").startswith(tok)]
+            dev = hits[0] if len(hits) == 1 else None
+        elif tok.startswith("MIG-"):
+            hits = [g for g in gpus if tok in (g.get("mig_uuids") or [])]
+            dev = hits[0] if hits else None
+        if dev is None:
+            ignored = tokens[i:]
+            kind = "empty" if not chosen else "truncated"
+            return {"devices": chosen, "kind": kind, "ignored": ignored, "stopped_at": tok}
+        if any(d is dev for d in chosen):
+            return {"devices": [], "kind": "duplicate", "ignored": tokens, "duplicate": tok}
+        chosen.append(dev)
+    return {"devices": chosen, "kind": "selected", "ignored": []}
+
+
+def job_selection(facts) -> dict:
+    env = facts.get("environment") or {}
+    return select_devices(env.get("CUDA_VISIBLE_DEVICES"), facts["gpu"].get("gpus") or [])
+
+
+def _name_of(g: dict) -> str:
+    return f"GPU {g.get('index')} {g.get('name', '?')}"
+
+
+@rule("CUDA_VISIBLE_DEVICES selects the GPUs meant", "gpu", needs=("gpu",), applies=no_gpu_expected)
+def device_selection(facts, ctx):
+    gpus = _gpus(facts)
+    env = facts.get("environment") or {}
+    value = env.get("CUDA_VISIBLE_DEVICES")
+    sel = select_devices(value, gpus)
+    if sel["kind"] in ("all", "selected"):
+        if len(gpus) > 1 and len({g.get("name") for g in gpus}) > 1 and env.get("CUDA_DEVICE_ORDER") != "PCI_BUS_ID":
+            yield make("gpu.device-order", [f"NVML (nvidia-smi) order: {', '.join(_name_of(g) for g in gpus)}",
+                                            f"CUDA_DEVICE_ORDER={env.get('CUDA_DEVICE_ORDER') or '(unset: FASTEST_FIRST)'}"],
+                       python=ctx.python)
+        return
+    shown = f"CUDA_VISIBLE_DEVICES={value!r}"
+    nvml = f"NVML sees {len(gpus)} GPU(s): " + ", ".join(f"{g.get('index')} ({g.get('uuid') or '?'})" for g in gpus)
+    if sel["kind"] == "duplicate":
+        yield make("gpu.selection-duplicate", [shown, f"{sel['duplicate']!r} names a GPU already selected", nvml],
+                   value=value, python=ctx.python)
+    elif sel["kind"] == "empty":
+        yield make("gpu.selection-empty", [shown, f"{sel['stopped_at']!r} is not a GPU index or UUID here", nvml],
+                   value=value, entry=sel["stopped_at"], count=len(gpus), python=ctx.python)
+    else:
+        yield make("gpu.selection-truncated",
+                   [shown, f"the job gets {', '.join(_name_of(g) for g in sel['devices'])}",
+                    f"{sel['stopped_at']!r} is not a GPU index or UUID here: {', '.join(sel['ignored'])} ignored", nvml],
+                   value=value, entry=sel["stopped_at"], got=len(sel["devices"]), python=ctx.python)
+
+
+def _cc(g: dict) -> tuple[int, int] | None:
+    cc = g.get("compute_capability")
+    return (int(cc[0]), int(cc[1])) if cc and len(cc) == 2 else None
+
+
+def kernel_support(lib: dict, cc: tuple[int, int]) -> str:
+    """'cubin' (native code runs), 'ptx' (the driver must JIT-compile PTX), or 'none' — CUDA's
+    compatibility rules: a cubin for sm_XY runs on X.Z with Z >= Y; sm_XYa only on X.Y; sm_XYf on
+    the X family from X.Y; PTX for compute_XY is JIT-compiled for any newer GPU."""
+    sm = cc[0] * 10 + cc[1]
+    exact_only = {int(v[3:-1]) for v in lib.get("variants", []) if v.startswith("sm_") and v.endswith("a")}
+    for arch in lib.get("sm", []):
+        major, minor = divmod(arch, 10)
+        if arch == sm or (major == cc[0] and minor <= cc[1] and arch not in exact_only):
+            return "cubin"
+    if any(p <= sm for p in lib.get("ptx", [])):
+        return "ptx"
+    return "none"
+
+
+def _arch_list(lib: dict) -> str:
+    sm = " ".join(f"sm_{a}" for a in lib.get("sm", [])) or "no cubins"
+    ptx = " ".join(f"compute_{a}" for a in lib.get("ptx", []))
+    return sm + (f", PTX {ptx}" if ptx else ", no PTX")
+
+
+@rule("the compiled kernels cover the job's GPUs", "gpu", needs=("gpu", "kernels"), applies=no_gpu_expected)
+def kernels_for_gpus(facts, ctx):
+    sel = job_selection(facts)
+    gpus = [g for g in sel["devices"] if _cc(g)] if _gpus(facts) else []
+    if not gpus:
+        raise cannot_look("gpu", "the job selects no GPU (see CUDA_VISIBLE_DEVICES)")
+    libs = {k: v for k, v in (facts["kernels"].get("libraries") or {}).items() if v.get("entries")}
+    missing, jit = [], []
+    for g in gpus:
+        cc = _cc(g)
+        assert cc is not None
+        for rel, lib in sorted(libs.items()):
+            how = kernel_support(lib, cc)
+            line = f"{rel} ({lib.get('dist')} {lib.get('version')}): {_arch_list(lib)}; {_name_of(g)} is sm_{cc[0]}{cc[1]}"
+            if how == "none":
+                missing.append((rel, lib, cc, line))
+            elif how == "ptx":
+                jit.append(line)
+    if missing:
+        rel, lib, cc, _ = missing[0]
+        yield make("gpu.no-kernel-image", [m[3] for m in missing],
+                   library=rel, dist=lib.get("dist"), version=lib.get("version"), arch=f"sm_{cc[0]}{cc[1]}",
+                   python=ctx.python)
+    elif jit:
+        yield make("gpu.kernels-jit", jit, python=ctx.python)
+
+
+@rule("FlashAttention-2 supports the job's GPUs", "attention", needs=("gpu",), requires=("flash-attn",),
+      applies=no_gpu_expected)
+def flash_attn_arch(facts, ctx):
+    need = tuple(knowledge.load("system")["gpu"]["min_compute_capability_flash_attn"])
+    _gpus(facts)
+    for g in job_selection(facts)["devices"]:
+        cc = _cc(g)
+        if cc and cc < need:
+            yield make("gpu.flash-attn-unsupported-arch",
+                       [f"{_name_of(g)}: compute capability {cc[0]}.{cc[1]} < {need[0]}.{need[1]}"],
+                       name=g.get("name", "?"), cc=f"{cc[0]}.{cc[1]}", python=ctx.python)

@@ -254,6 +254,6 @@ def scan(paths):
     return {str(p): archs(p) for p in paths}
 
 
-if __name__ == "__main__":
+if __name__ == "__main__" and sys.argv[0].endswith("fatbin.py"):  # not when prepended to a probe
     json.dump(scan(sys.argv[1:]), sys.stdout, indent=1)
     sys.stdout.write("\n")

@@ -1,0 +1,32 @@
+# Kernels probe (fatbin.py is prepended): which GPU architectures each compiled CUDA library of the
+# stack carries code for, read from the files themselves (no import, no GPU). The libraries come
+# from each distribution's RECORD, so a file the RECORD lists but the disk lacks is a fact too.
+# argv: [JSON {dist: [glob, ...]}]
+import fnmatch
+import importlib.metadata as _md
+import time
+
+wanted = _json.loads(_sys.argv[1]) if len(_sys.argv) > 1 else {}
+t0 = time.perf_counter()
+out = {"libraries": {}, "missing": [], "seconds": 0.0}
+for dist_name, patterns in wanted.items():
+    try:
+        dist = _md.distribution(dist_name)
+    except _md.PackageNotFoundError:
+        continue
+    for f in dist.files or []:
+        rel = str(f).replace("\\", "/")
+        if not rel.endswith(".so") and ".so." not in rel:
+            continue
+        if not any(fnmatch.fnmatch(rel, pat) for pat in patterns):
+            continue
+        path = str(f.locate())
+        if not _os.path.exists(path):
+            out["missing"].append({"dist": dist.metadata["Name"], "file": rel})
+            continue
+        a = archs(path)
+        a.pop("relocatable", None)
+        out["libraries"][rel] = dict(a, dist=dist.metadata["Name"], version=dist.version,
+                                     size=_os.path.getsize(path))
+out["seconds"] = round(time.perf_counter() - t0, 3)
+emit_and_exit(out)
