@@ -28,6 +28,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("check", help="inspect the target interpreter and report findings")
     c.add_argument("--python", metavar="PATH", help="target interpreter (default: the active one)")
+    c.add_argument("--facts", metavar="FILE",
+                   help="judge the facts of an earlier `doctor check --json` (or a bug-report bundle) again; probe nothing")
     c.add_argument("--json", action="store_true", help="one JSON object on stdout, nothing else")
     c.add_argument("--html", metavar="FILE", help="also write a self-contained HTML report (for a bug report)")
     c.add_argument("--fast", action="store_true",

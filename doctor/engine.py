@@ -27,6 +27,8 @@ class CheckResult:
     findings: list[Finding] = field(default_factory=list)
     checks: list[Check] = field(default_factory=list)
     timings: dict = field(default_factory=dict)
+    skipped: dict = field(default_factory=dict)   # fact → the option that skipped its probe
+    replayed_from: str | None = None              # --facts FILE: judged again, nothing probed
 
 
 def collect_facts(python: str, *, fast: bool = False, use_cache: bool = True, scale: float = 1.0,
@@ -143,4 +145,41 @@ def run_check(python: str, *, fast=False, use_cache=True, scale=1.0, stack_name:
     timings = {"probes": {n: round(r.seconds, 3) for n, r in probes.items()},
                "cached": sorted(n for n, r in probes.items() if r.cached),
                "collect_s": round(t1 - t0, 3), "rules_s": round(t2 - t1, 3)}
-    return CheckResult(python=python, facts=facts, probes=probes, findings=findings, checks=checks, timings=timings)
+    return CheckResult(python=python, facts=facts, probes=probes, findings=findings, checks=checks, timings=timings,
+                       skipped=ctx.skipped)
+
+
+def recheck_facts(path: str, *, stack_name: str | None = None, lockfile: Path | None = None,
+                  no_gpu: bool = False) -> CheckResult:
+    """`doctor check --facts FILE`: the rules of this doctor on the facts of an earlier `--json`
+    (attached to a bug report, recorded on another machine). Nothing is probed."""
+    import json
+
+    from doctor.knowledge import get_stack
+    from doctor.lockfiles import parse_lockfile
+    from doctor.rules import Context, evaluate
+
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise UsageError(f"--facts {path}: not a doctor check --json document ({type(exc).__name__}: {exc})")
+    if isinstance(doc, dict) and isinstance(doc.get("check"), dict):  # a bug-report bundle
+        doc = doc["check"]
+    if not isinstance(doc, dict) or doc.get("schema_version") != 1 or not isinstance(doc.get("facts"), dict) \
+            or "distributions" not in doc["facts"]:
+        raise UsageError(f"--facts {path}: not a doctor check --json document (schema_version 1 with facts)")
+    facts = doc["facts"]
+    probes = {n: ProbeResult(n, bool(p.get("ok")), error=p.get("error"), cached=True)
+              for n, p in (doc.get("probes") or {}).items()}
+    skipped = doc.get("skipped") or {}
+    lock = parse_lockfile(lockfile) if lockfile else None
+    python = (doc.get("target") or {}).get("python") or "python"
+    ctx = Context(python=python, stack=get_stack(stack_name) if stack_name else None, lock=lock,
+                  lockfile=str(lockfile) if lockfile else None,
+                  probe_errors={n: r.error for n, r in probes.items() if not r.ok}, skipped=skipped,
+                  cluster=(facts.get("ray_cluster") or {}).get("address"), no_gpu=no_gpu)
+    t0 = time.perf_counter()
+    findings, checks = evaluate(facts, ctx)
+    return CheckResult(python=python, facts=facts, probes=probes, findings=findings, checks=checks,
+                       timings={"probes": {}, "cached": [], "collect_s": 0.0, "rules_s": round(time.perf_counter() - t0, 3)},
+                       skipped=skipped, replayed_from=path)

@@ -30,6 +30,31 @@ def _skips(args) -> list[str]:
     return args.skip_probe
 
 
+def _recheck(args) -> int:
+    from doctor.engine import recheck_facts
+    from doctor.errors import UsageError
+
+    for flag, given in (("--python", args.python), ("--cluster", args.cluster), ("--recipe", args.recipe),
+                        ("--fast", args.fast), ("--no-cache", args.no_cache), ("--skip-probe", args.skip_probe)):
+        if given:
+            raise UsageError(f"--facts replays recorded facts: {flag} does not apply (nothing is probed)")
+    result = recheck_facts(args.facts, stack_name=args.stack, lockfile=Path(args.lock) if args.lock else None,
+                           no_gpu=args.no_gpu)
+    _render(result, args)
+    return exit_code(result, args.strict)
+
+
+def _render(result, args) -> None:
+    if args.json:
+        from doctor.report import json_report
+
+        sys.stdout.write(json_report.render(result) + "\n")
+    else:
+        from doctor.report import text
+
+        text.render(result, verbose=args.verbose)
+
+
 def _report_crashed(kind: str, exc: Exception, result, strict: bool) -> int:
     """A renderer raised: say so in one line, and give the findings in the form that cannot fail
     (the JSON document, which the tests hold to the schema)."""
@@ -46,6 +71,8 @@ def _report_crashed(kind: str, exc: Exception, result, strict: bool) -> int:
 
 
 def run_check(args) -> int:
+    if args.facts:
+        return _recheck(args)
     python = resolve_python(args.python)
     lockfile = Path(args.lock) if args.lock else None
     if lockfile is not None and not lockfile.is_file():

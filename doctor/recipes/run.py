@@ -58,15 +58,35 @@ class PreflightCheck:
     fix: str | None = None
 
 
-def _gpu_check(gpu: dict, hw: dict, recipe_name: str) -> PreflightCheck:
-    need, min_gib = hw["gpus"], hw.get("min_memory_gib", 0)
-    want = f"recipe {recipe_name} needs {need} GPU(s) with ≥ {min_gib} GiB each"
+def job_world(config: dict | None, hw: dict) -> tuple[int, str]:
+    """How many GPUs the run asks for: trainer.n_gpus_per_node × trainer.nnodes of the composed
+    config (what verl's ResourcePoolManager requests from Ray), else the recipe's hardware."""
+    from doctor.rules.config import get
+
+    n, nodes = get(config, "trainer.n_gpus_per_node"), get(config, "trainer.nnodes")
+    if isinstance(n, int) and isinstance(nodes, int):
+        return n * nodes, f"trainer.n_gpus_per_node={n} × trainer.nnodes={nodes}"
+    return hw["gpus"], "the recipe's hardware.gpus"
+
+
+def _gpu_check(gpu: dict, hw: dict, recipe_name: str, config: dict | None = None,
+               environ: dict | None = None) -> PreflightCheck:
+    """Enough GPUs for the run, as the job will see them (CUDA_VISIBLE_DEVICES applied)."""
+    from doctor.rules.gpu import select_devices
+
+    need, how = job_world(config, hw)
+    min_gib = hw.get("min_memory_gib", 0)
+    want = f"recipe {recipe_name} needs {need} GPU(s) ({how}) with ≥ {min_gib} GiB each"
     alt = " (or a recipe for fewer GPUs: recipes list)" if need > 1 else ""
     if not gpu or not gpu.get("available"):
         why = (gpu or {}).get("reason") or "NVML unavailable"
         return PreflightCheck("GPUs", False, f"{want}; this machine has no usable NVIDIA GPU ({why})",
                      f"run it on a machine with {need} NVIDIA GPU(s) of ≥ {min_gib} GiB{alt}")
-    gpus = gpu.get("gpus") or []
+    env = os.environ if environ is None else environ
+    sel = select_devices(env.get("CUDA_VISIBLE_DEVICES"), gpu.get("gpus") or [])
+    gpus = sel["devices"]
+    if sel["kind"] not in ("all", "selected"):
+        want += f"; CUDA_VISIBLE_DEVICES={env.get('CUDA_VISIBLE_DEVICES')!r} leaves the job {len(gpus)}"
     big = [g for g in gpus if g.get("memory_total", 0) >= min_gib * GIB]
     have = ", ".join(f"{g.get('index')}: {g.get('name')} {g.get('memory_total', 0) / GIB:.0f} GiB" for g in gpus)
     if len(big) < need:
@@ -168,15 +188,18 @@ def preflight(recipe: dict, res: dict, python: str, say=None, fast: bool = False
     # fast (--preflight-fast): the check without its deep probes (imports, registry, Ray smoke; ~20 s
     # cold, cached afterwards) — the GPU, model and data checks below do not need them.
     result = run_check(python, fast=fast)
-    errors = [f for f in result.findings if f.severity == "error"]
+    # GPU findings are the "GPUs" line below (with the recipe's numbers): not counted twice here.
+    errors = [f for f in result.findings if f.severity == "error" and f.area != "gpu" and not f.caused_by]
     if errors:
+        then = runnable(f"doctor fix --python {python}") if any(f.fix.automatic for f in errors) else \
+            runnable(f"doctor explain {errors[0].id}")
         checks.append(PreflightCheck("doctor check", False, f"{len(errors)} error(s): " +
                             "; ".join(f"{f.id} ({f.title})" for f in errors[:4]),
-                            f"doctor check --python {python}   # then doctor fix, or doctor explain ID"))
+                            f"{runnable(f'doctor check --python {python}')}   # then: {then}"))
     else:
-        checks.append(PreflightCheck("doctor check", True, f"no errors ({len(result.findings)} finding(s))"))
-    checks.append(_gpu_check(result.facts.get("gpu") or {}, recipe["hardware"], recipe["name"]))
+        checks.append(PreflightCheck("doctor check", True, f"no errors outside the GPU line ({len(result.findings)} finding(s))"))
     say("config lint …")
+    lint = None
     try:
         lint = lint_recipe(python, recipe["_path"])
         bad = [f for f in lint.findings if f.severity == "error"]
@@ -186,6 +209,8 @@ def preflight(recipe: dict, res: dict, python: str, say=None, fast: bool = False
                             f"recipes lint {recipe['name']} --python {python}" if bad else None))
     except UsageError as exc:
         checks.append(PreflightCheck("config", False, str(exc), runnable(f"doctor check --python {python}")))
+    config = lint.ctx.config if lint is not None and lint.ctx is not None else None
+    checks.insert(1, _gpu_check(result.facts.get("gpu") or {}, recipe["hardware"], recipe["name"], config))
     checks.extend(_model_checks(recipe, res))
     say("tokenizer and data in the target …")
     tp = _target_preflight(python, res["model_path"] if res["model_local"] else None, res["files"])

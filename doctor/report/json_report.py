@@ -19,6 +19,7 @@ def to_document(result) -> dict:
         "checks": [c.to_dict() for c in result.checks],
         "probes": {n: {"ok": r.ok, "error": r.error, "cached": r.cached} for n, r in result.probes.items()},
         "facts": facts,
+        "skipped": getattr(result, "skipped", {}),
         "timings": result.timings,
     }
 

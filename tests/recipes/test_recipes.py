@@ -173,7 +173,11 @@ def test_preflight_and_quick_run_fail_cleanly_naming_the_gpu_requirement(tmp_pat
     py = str(envs.build("working"))
     p = recipes("run", "gsm8k-2xA100", "--preflight-only", "--preflight-fast", "--python", py)
     assert p.returncode == 3, p.stderr
-    assert "✗ GPUs: recipe gsm8k-2xA100 needs 2 GPU(s) with ≥ 40 GiB each; this machine has no usable NVIDIA GPU" in p.stdout
+    assert ("✗ GPUs: recipe gsm8k-2xA100 needs 2 GPU(s) (trainer.n_gpus_per_node=2 × trainer.nnodes=1) with ≥ 40 GiB "
+            "each; this machine has no usable NVIDIA GPU") in p.stdout
+    assert p.stdout.count("GPU") == p.stdout.count("GPUs:") + p.stdout.count("GPU(s)") + p.stdout.count("NVIDIA GPU") \
+        or "gpu.none" not in p.stdout  # the GPU problem is reported once, on the GPUs line
+    assert "doctor fix" not in p.stdout
     assert "✓ data:train" in p.stdout and "✓ config: verl 0.4.1" in p.stdout and "Traceback" not in p.stderr
     p = recipes("run", "gsm8k-smoke-1gpu", "--quick", "--preflight-fast", "--python", py, "--out", str(tmp_path / "r"), "--json")
     assert p.returncode == 3
@@ -320,3 +324,21 @@ def test_ctrl_c_kills_only_the_trainers_process_group(tmp_path):
         bystander.kill()
         if proc.poll() is None:
             proc.kill()
+
+
+def test_the_gpu_preflight_counts_what_the_job_asks_against_what_it_sees():
+    """gsm8k-2xA100 on a 1-GPU machine (the H200's recorded NVML facts, a named test double):
+    the preflight stops with the GPU count, taken from the composed config, before anything starts."""
+    from doctor.recipes import run
+
+    h200 = json.loads((DATA / "h200-gpu-facts.json").read_text())["idle"]
+    recipe = catalog.load("gsm8k-2xA100")
+    config = {"trainer": {"n_gpus_per_node": 2, "nnodes": 1}}
+    c = run._gpu_check(h200, recipe["hardware"], recipe["name"], config, environ={})
+    assert not c.ok and "needs 2 GPU(s) (trainer.n_gpus_per_node=2 × trainer.nnodes=1)" in c.line and "found 1" in c.line
+    c = run._gpu_check(h200, {"gpus": 1, "min_memory_gib": 20}, "one", {"trainer": {"n_gpus_per_node": 1, "nnodes": 1}},
+                       environ={"CUDA_VISIBLE_DEVICES": "1"})
+    assert not c.ok and "CUDA_VISIBLE_DEVICES='1' leaves the job 0" in c.line
+    c = run._gpu_check(h200, {"gpus": 1, "min_memory_gib": 20}, "one", {"trainer": {"n_gpus_per_node": 1, "nnodes": 1}},
+                       environ={})
+    assert c.ok, c.line
