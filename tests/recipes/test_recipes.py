@@ -175,8 +175,7 @@ def test_preflight_and_quick_run_fail_cleanly_naming_the_gpu_requirement(tmp_pat
     assert p.returncode == 3, p.stderr
     assert ("✗ GPUs: recipe gsm8k-2xA100 needs 2 GPU(s) (trainer.n_gpus_per_node=2 × trainer.nnodes=1) with ≥ 40 GiB "
             "each; this machine has no usable NVIDIA GPU") in p.stdout
-    assert p.stdout.count("GPU") == p.stdout.count("GPUs:") + p.stdout.count("GPU(s)") + p.stdout.count("NVIDIA GPU") \
-        or "gpu.none" not in p.stdout  # the GPU problem is reported once, on the GPUs line
+    assert "gpu.none" not in p.stdout  # the GPU problem is reported once, on the GPUs line
     assert "doctor fix" not in p.stdout
     assert "✓ data:train" in p.stdout and "✓ config: verl 0.4.1" in p.stdout and "Traceback" not in p.stderr
     p = recipes("run", "gsm8k-smoke-1gpu", "--quick", "--preflight-fast", "--python", py, "--out", str(tmp_path / "r"), "--json")
