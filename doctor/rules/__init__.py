@@ -82,8 +82,24 @@ def evaluate(facts: dict, ctx: Context, trace: dict | None = None) -> tuple[list
             check.status = Status.of(merged[i].severity for i in check.ids)
         checks.append(check)
     link_root_causes(merged)
+    _pin_to_the_lockfile(merged.values(), facts, ctx)
     findings = sorted(merged.values(), key=report_order)
     return findings, checks
+
+
+def _pin_to_the_lockfile(findings, facts: dict, ctx: Context) -> None:
+    """Fix commands that (re)install name the stack's lockfile as constraints ({lockfile}): a
+    reinstall never resolves an unbounded requirement (which upgrades the whole tree)."""
+    from doctor.rules.common import active_stack, stack_lockfile_for
+
+    if not any("{lockfile}" in c for f in findings for c in f.fix.commands):
+        return
+    try:
+        lockfile = ctx.lockfile or stack_lockfile_for(facts, active_stack(facts, ctx))
+    except (KeyError, TypeError):
+        return
+    for f in findings:
+        f.fix.commands = [c.replace("{lockfile}", lockfile) for c in f.fix.commands]
 
 
 def link_root_causes(findings: dict[str, Finding]) -> None:

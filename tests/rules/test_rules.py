@@ -157,6 +157,9 @@ def test_unknown_import_failure_is_import_failed_with_the_dist_at_fault():
     f = found["import.failed"]
     assert f.severity == "error" and "pyarrow" in f.title
     assert "uv pip install" in f.fix.commands[0] and '"pyarrow"' in f.fix.commands[0]
+    # never an unbounded reinstall: the stack's shipped lockfile constrains the resolution
+    lock = f.fix.commands[0].split("--constraint ", 1)[1].split()[0]
+    assert lock.endswith("verl041-vllm063post1-py3.11.txt") and Path(lock).is_file()
 
 
 def test_shm_small_formula():
