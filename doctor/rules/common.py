@@ -26,7 +26,8 @@ def satisfies(version: str, spec: str) -> bool:
 
 @functools.lru_cache(maxsize=None)
 def _signatures() -> list[tuple[str, re.Pattern, str]]:
-    return [(s["id"], re.compile(s["pattern"]), s["source"]) for s in knowledge.load("signatures")]
+    return [(s["id"], re.compile(s["pattern"]), s["source"]) for s in knowledge.load("signatures")
+            if "import" in s["contexts"]]
 
 
 def classify(message: str) -> str | None:

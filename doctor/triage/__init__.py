@@ -28,7 +28,8 @@ def spec() -> dict:
         "completion": list(raw["completion_markers"]),
         "step": re.compile(raw["step_line"]),
         "markers": [(m["name"], re.compile(m["pattern"])) for m in raw["failure_markers"]],
-        "signatures": [{**s, "rx": re.compile(s["pattern"])} for s in raw["signatures"]],
+        "signatures": [{**s, "fatal": s.get("fatal", True), "rx": re.compile(s["pattern"])}
+                       for s in knowledge.load("signatures") if "log" in s["contexts"]],
     }
 
 
