@@ -51,6 +51,7 @@ SCHEMAS: dict[str, Any] = {
     "triage": {
         "line_prefixes": [Regex()], "completion_markers": [TEXT], "step_line": Regex(),
         "failure_markers": [{"name": TEXT, "pattern": Regex()}],
+        "benign_lines?": [{"pattern": Regex(), "source": TEXT}],
     },
     "verl_vllm": [{"verl": TEXT, "accepts": Any, "error": TEXT, "source": TEXT}],
     "lock": {"ignore_extra": [{"dist": TEXT, "reason": TEXT}]},

@@ -202,7 +202,7 @@ def kernels_for_gpus(facts, ctx):
     if missing:
         rel, lib, cc, _ = missing[0]
         yield make("gpu.no-kernel-image", [m[3] for m in missing],
-                   library=rel, dist=lib.get("dist"), version=lib.get("version"), arch=f"sm_{cc[0]}{cc[1]}",
+                   library=f"{rel} ({lib.get('dist')} {lib.get('version')})", arch=f"sm_{cc[0]}{cc[1]}",
                    python=ctx.python)
     elif jit:
         yield make("gpu.kernels-jit", jit, python=ctx.python)

@@ -17,19 +17,28 @@ from doctor.findings import Finding, make
 
 MAX_EVIDENCE = 8
 _FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
-_LIBRARY = re.compile(r"(?:site|dist)-packages/|/lib/python\d+(?:\.\d+)?/|^<frozen |^<string>|/_bootstrap")
+_LIBRARY = re.compile(r"(?:site|dist)-packages/|/lib/python\d+(?:\.\d+)?/|^<frozen |^<string>|/_bootstrap|\.pyx$"
+                      # a source checkout of a stack library (/workspace/vllm/vllm/…): still the library's code
+                      r"|/(vllm|torch|ray|transformers|flash_attn|xformers|tensordict|triton|numpy|pyarrow|datasets)"
+                      r"/\1/")
 
 
 @functools.lru_cache(maxsize=None)
 def spec() -> dict:
     raw = knowledge.load("triage")
+    sigs = [{**s, "fatal": s.get("fatal", True), "rx": re.compile(s["pattern"])}
+            for s in knowledge.load("signatures") if "log" in s["contexts"]]
     return {
         "prefixes": [re.compile(p) for p in raw["line_prefixes"]],
+        # the same prefixes for a whole text: at each line start, never across a newline
+        "leading": re.compile("^(?:" + "|".join("(?:" + p.replace(r"\s", r"[ \t]").lstrip("^") + ")"
+                                                  for p in raw["line_prefixes"][1:]) + ")+", re.M),
         "completion": list(raw["completion_markers"]),
         "step": re.compile(raw["step_line"]),
         "markers": [(m["name"], re.compile(m["pattern"])) for m in raw["failure_markers"]],
-        "signatures": [{**s, "fatal": s.get("fatal", True), "rx": re.compile(s["pattern"])}
-                       for s in knowledge.load("signatures") if "log" in s["contexts"]],
+        "benign": re.compile("|".join(f"(?:{b['pattern']})" for b in raw.get("benign_lines", [])) or "(?!)"),
+        "markers_m": [(m["name"], re.compile(m["pattern"], re.M)) for m in raw["failure_markers"]],
+        "signatures": sigs,
     }
 
 
@@ -48,6 +57,20 @@ class Triage:
         return {"schema_version": 1, "log": self.log, "status": self.status, "failed": self.failed,
                 "lines": self.lines, "last_step": self.last_step, "last_step_line": self.last_step_line,
                 "failure": self.failure, "findings": [f.to_dict() for f in self.findings]}
+
+
+def clean_lines(text: str, sp: dict) -> list[str]:
+    """The log's lines without ANSI codes and the prefixes Ray, docker compose and torch.distributed
+    put before them — done on the whole text at once (C speed), the same as line by line."""
+    text = text.replace("\r\n", "\n")
+    ansi, *_ = sp["prefixes"]
+    if "[" in text:
+        text = ansi.sub("", text)
+    text = sp["leading"].sub("", text)  # one pass: `(?:p1|p2|p3)+` also takes a Ray prefix after a compose one
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [ln.rstrip("\r") for ln in lines]
 
 
 def _clean(line: str, prefixes) -> str:
@@ -82,10 +105,7 @@ def looks_like_a_log(lines: list[str], sp: dict) -> bool:
 def triage_text(text: str, path: str, python: str = "python") -> Triage:
     """The triage of one log; `python` is the interpreter the fix commands name."""
     sp = spec()
-    raw = text.split("\n")
-    if raw and raw[-1] == "":
-        raw.pop()
-    lines = [_clean(ln, sp["prefixes"]) for ln in raw]
+    lines = clean_lines(text, sp)
     last_step = last_step_idx = None
     for i in range(len(lines) - 1, -1, -1):
         if "step:" in lines[i]:
@@ -97,8 +117,11 @@ def triage_text(text: str, path: str, python: str = "python") -> Triage:
                 break
     completed = any(mk in ln for ln in lines for mk in sp["completion"] if "validation metrics" in ln)
     start = last_step_idx + 1 if last_step_idx is not None else 0
-    region = range(start, len(lines))
-    markers = [(i, name) for i in region for name, rx in sp["markers"] if rx.search(lines[i])]
+    benign = _benign_lines(lines, start) | {i for i, _ in _scan(lines).matching(sp["benign"], start)}
+    region = [i for i in range(start, len(lines)) if i not in benign]
+    in_region = set(region)
+    markers = sorted((i, name) for name, rx in sp["markers_m"] for i, _ in _scan(lines).matching(rx, start)
+                     if i in in_region)
     fatal_hits = _match(lines, region, [s for s in sp["signatures"] if s.get("fatal")])
     failed = not completed and bool(markers or (last_step_idx is None and fatal_hits))
     t = Triage(log=path, lines=len(lines), failed=failed,
@@ -122,23 +145,92 @@ def triage_text(text: str, path: str, python: str = "python") -> Triage:
     return t
 
 
+_TRACEBACK = re.compile(r"^\s*Traceback \(most recent call last\):")
+_TRACEBACK_M = re.compile(r"^[ \t]*Traceback \(most recent call last\):", re.M)
+_EXC_LINE = re.compile(r"^\s*(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b")
+
+
+def _benign_lines(lines: list[str], start: int) -> set[int]:
+    """Lines of tracebacks that are no failure by their structure: an exception Python reports as
+    ignored (`Exception ignored in:` — raised in a destructor or at shutdown), a `SystemExit: 0`
+    (a clean exit logged as a traceback), and a traceback a library caught and logged as a WARNING
+    (the line before it is that warning: an optional dependency probe, say)."""
+    out: set[int] = set()
+    last_benign = False
+    tracebacks = [i for i, _ in _scan(lines).matching(_TRACEBACK_M, start)]
+    done = -1
+    for i in tracebacks:
+        if i <= done:
+            continue
+        j = i + 1
+        while j < len(lines) and j < i + 400 and not _EXC_LINE.match(lines[j]):
+            j += 1
+        exc = lines[j].strip() if j < len(lines) else ""
+        before = next((lines[k] for k in range(i - 1, max(start, i - 3) - 1, -1) if lines[k].strip()), "")
+        chained = "During handling of the above exception" in before
+        benign = ("Exception ignored in" in before or bool(re.match(r"SystemExit: 0\b", exc))
+                  or (bool(re.search(r"\bWARNING\b", before)) and "Error" not in before)
+                  or (chained and last_benign and (not exc or exc.startswith("SystemExit"))))
+        if benign:
+            out.update(range(i, min(j + 1, len(lines))))
+        last_benign = benign
+        done = j
+    return out
+
+
+class _Text:
+    """The cleaned lines joined once, with each line's offset: one C-speed scan per pattern."""
+
+    def __init__(self, lines: list[str]):
+        import bisect
+
+        self._bisect = bisect.bisect_right
+        self.text = "\n".join(lines)
+        self.offsets = [0]
+        pos = self.text.find("\n")
+        while pos != -1:
+            self.offsets.append(pos + 1)
+            pos = self.text.find("\n", pos + 1)
+
+    def matching(self, rx: re.Pattern, start: int = 0):
+        """(line index, match) for the first match of rx on each line from `start` on."""
+        last = -1
+        for m in rx.finditer(self.text, self.offsets[start] if start < len(self.offsets) else len(self.text)):
+            i = self._bisect(self.offsets, m.start()) - 1
+            if i != last:
+                last = i
+                yield i, m
+
+
+_LAST_SCAN: list = [None, None]   # (the lines, their _Text): one log is triaged at a time
+
+
+def _scan(lines: list[str]) -> _Text:
+    if _LAST_SCAN[0] is not lines:
+        _LAST_SCAN[:] = [lines, _Text(lines)]
+    return _LAST_SCAN[1]
+
+
 def _match(lines: list[str], region, sigs: list[dict]) -> list[dict]:
-    """One hit per finding ID (in signature order), with every matching line."""
+    """One hit per finding ID (in signature order), with every matching line. A line belongs to the
+    first signature that matches it (the table's order: specific before generic)."""
+    allowed = set(region)
+    start = min(allowed) if allowed else len(lines)
+    scan = _scan(lines)
+    owner: dict[int, tuple[int, dict, re.Match]] = {}
+    for order, sig in enumerate(sigs):
+        for i, m in scan.matching(sig["rx"], start):
+            if i in allowed and i not in owner:
+                owner[i] = (order, sig, m)
     hits: dict[str, dict] = {}
-    for sig in sigs:
-        for i in region:
-            m = sig["rx"].search(lines[i])
-            if not m:
-                continue
-            h = hits.setdefault(sig["id"], {"sig": sig, "lines": [], "groups": {}})
-            if i not in h["lines"]:
-                h["lines"].append(i)
-            for k, v in m.groupdict().items():
-                if v is not None:
-                    h["groups"].setdefault(k, v)
-    for h in hits.values():
-        h["lines"].sort()
-    return list(hits.values())
+    for i in sorted(owner):
+        order, sig, m = owner[i]
+        h = hits.setdefault(sig["id"], {"sig": sig, "lines": [], "groups": {}, "order": order})
+        h["lines"].append(i)
+        for k, v in m.groupdict().items():
+            if v is not None:
+                h["groups"].setdefault(k, v)
+    return sorted(hits.values(), key=lambda h: h["order"])
 
 
 def _evidence(lines: list[str], idx: list[int], prefix: str = "") -> list[str]:
