@@ -40,4 +40,4 @@ def failed(facts, ctx):
         if info.get("chain_dists"):
             evidence.append("import chain through: " + " → ".join(dict.fromkeys(info["chain_dists"])))
         yield make(fid, evidence, module=label, modules=", ".join(modules), exc_type=info.get("type"), dist=dist,
-                   python=ctx.python)
+                   message=info.get("message", "?"), python=ctx.python)
