@@ -139,7 +139,7 @@ def run_check(python: str, *, fast=False, use_cache=True, scale=1.0, stack_name:
     ctx = Context(python=python, stack=stack, lock=lock, lockfile=str(lockfile) if lockfile else None,
                   probe_errors={n: r.error for n, r in probes.items() if not r.ok},
                   skipped={**skipped, **{k: why for n, why in skipped.items() for k in TARGET_PROBES[n].provides}},
-                  cluster=cluster, no_gpu=no_gpu)
+                  cluster=cluster, no_gpu=no_gpu, reference=reference_pins(facts, stack, lockfile, lock))
     findings, checks = evaluate(facts, ctx)
     t2 = time.perf_counter()
     timings = {"probes": {n: round(r.seconds, 3) for n, r in probes.items()},
@@ -147,6 +147,24 @@ def run_check(python: str, *, fast=False, use_cache=True, scale=1.0, stack_name:
                "collect_s": round(t1 - t0, 3), "rules_s": round(t2 - t1, 3)}
     return CheckResult(python=python, facts=facts, probes=probes, findings=findings, checks=checks, timings=timings,
                        skipped=ctx.skipped)
+
+
+def reference_pins(facts: dict, stack: dict | None, lockfile: Path | None, lock: dict | None) -> dict | None:
+    """The known-good set to compare the env with: --lock, else the closest stack's shipped lockfile
+    for the target's Python (None when the stack has none)."""
+    from doctor.lockfiles import parse_lockfile
+    from doctor.rules.common import closest_stack, stack_lockfile_for
+
+    if lock is not None and lockfile is not None:
+        return {"lockfile": str(lockfile), "pins": {n: e["version"] for n, e in lock.items()}}
+    try:
+        chosen = stack or closest_stack(facts)[0]
+        path = Path(stack_lockfile_for(facts, chosen))
+    except (KeyError, TypeError):
+        return None
+    if not path.is_file():
+        return None
+    return {"lockfile": str(path), "pins": {n: e["version"] for n, e in parse_lockfile(path).items()}}
 
 
 def recheck_facts(path: str, *, stack_name: str | None = None, lockfile: Path | None = None,
@@ -178,6 +196,7 @@ def recheck_facts(path: str, *, stack_name: str | None = None, lockfile: Path | 
                   lockfile=str(lockfile) if lockfile else None,
                   probe_errors={n: r.error for n, r in probes.items() if not r.ok}, skipped=skipped,
                   cluster=(facts.get("ray_cluster") or {}).get("address"), no_gpu=no_gpu)
+    ctx.reference = reference_pins(facts, ctx.stack, lockfile, lock)
     t0 = time.perf_counter()
     findings, checks = evaluate(facts, ctx)
     return CheckResult(python=python, facts=facts, probes=probes, findings=findings, checks=checks,

@@ -42,6 +42,24 @@ RECIPES: dict[str, tuple[Path, list[list[str]], str]] = {
                      "setuptools >= 80 (84.2.1: no pkg_resources since 82): import verl fails"),
 }
 
+# The working set with one distribution pinned over it the way users do it (`pip install --no-deps
+# X==V` of another project's pin): each breaks an import of the stack, found in the public record
+# (tests/data/differential/CASES.yaml has the thread, the error it quotes and the one seen here).
+# name -> (dist, version, thread)
+PINNED_OVER: dict[str, tuple[str, str, str]] = {
+    "pin-pydantic1": ("pydantic", "1.10.19", "https://github.com/vllm-project/vllm/issues/4004"),
+    "pin-tokenizers020": ("tokenizers", "0.20.3", "https://github.com/Walter0807/RepBelief/issues/2"),
+    "pin-hfhub023": ("huggingface-hub", "0.23.5", "https://github.com/lldacing/ComfyUI_PuLID_Flux_ll/issues/39"),
+    "pin-typingext44": ("typing-extensions", "4.4.0", "https://github.com/vladmandic/sdnext/issues/1602"),
+    "pin-torchvision020": ("torchvision", "0.20.1", "https://github.com/vllm-project/vllm/issues/7940"),
+    "pin-safetensors040": ("safetensors", "0.4.0", "https://github.com/boundless-large-model/boundless-world-model/issues/8"),
+    "pin-jinja2-2113": ("jinja2", "2.11.3", "https://github.com/hiyouga/LlamaFactory/issues/4852"),
+    "pin-openai0281": ("openai", "0.28.1", "https://github.com/vllm-project/vllm/issues/7608"),
+}
+for _name, (_dist, _ver, _thread) in PINNED_OVER.items():
+    RECIPES[_name] = (LOCK_041, [["install", "--no-deps", f"{_dist}=={_ver}"]],
+                      f"{_dist} {_ver} laid over the working set with --no-deps ({_thread})")
+
 
 def uv() -> str:
     from doctor.uv import uv_bin

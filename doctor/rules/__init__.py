@@ -25,6 +25,9 @@ class Context:
     skipped: dict = field(default_factory=dict)  # deep probe → the option that skipped it
     cluster: str | None = None         # --cluster ADDRESS
     no_gpu: bool = False               # --no-gpu: no GPU is expected here (login node, CPU CI)
+    # The known-good set the env is compared with: {"lockfile": path, "pins": {dist: version}} of
+    # --lock, else the closest stack's shipped lockfile for the target's Python (engine reads it).
+    reference: dict | None = None
 
 
 RULES = Registry()

@@ -7,8 +7,8 @@ from __future__ import annotations
 from doctor import knowledge
 from doctor.findings import make
 from doctor.rules import rule
-from doctor.rules.common import (active_stack, fails_for_missing_dist, failure_evidence, import_failures,
-                                 missing_stack_dists)
+from doctor.rules.common import (active_stack, culprits, differs_from_reference, fails_for_missing_dist,
+                                 failure_evidence, import_failures, missing_stack_dists)
 from doctor.rules.stack import dists_missing_finding
 
 
@@ -39,5 +39,16 @@ def failed(facts, ctx):
         dist = info.get("failing_dist") or info.get("missing_module") or first.split(".")[0]
         if info.get("chain_dists"):
             evidence.append("import chain through: " + " → ".join(dict.fromkeys(info["chain_dists"])))
-        yield make(fid, evidence, module=label, modules=", ".join(modules), exc_type=info.get("type"), dist=dist,
-                   message=info.get("message", "?"), python=ctx.python)
+        surfaced = make(fid, evidence, module=label, modules=", ".join(modules), exc_type=info.get("type"), dist=dist,
+                        message=info.get("message", "?"), python=ctx.python)
+        blamed = culprits(facts, ctx, info)
+        if blamed:  # what differs from the known-good set is the cause; where it surfaced is affected
+            diff = differs_from_reference(facts, ctx)
+            lockfile = (ctx.reference or {}).get("lockfile") or "the lockfile"
+            lines = [f"{d} {diff[d][0]} differs from the known-good {diff[d][1]} ({lockfile})" for d in blamed]
+            yield make("stack.culprit", lines + [failure_evidence(first, info)] +
+                       (["same error when importing: " + ", ".join(modules[1:])] if len(modules) > 1 else []),
+                       dist=blamed[0], installed=diff[blamed[0]][0], locked=diff[blamed[0]][1], modules=", ".join(modules),
+                       lockfile=lockfile, python=ctx.python)
+            surfaced.caused_by = "stack.culprit"
+        yield surfaced

@@ -8,8 +8,9 @@ from packaging.version import InvalidVersion, Version
 from doctor import knowledge
 from doctor.findings import make
 from doctor.rules import rule
-from doctor.rules.common import (active_stack, closest_stack, failure_evidence, failures_for, installed,
-                                 missing_stack_dists, stack_lockfile_for)
+from doctor.rules.common import (active_stack, closest_stack, differs_from_reference, failure_evidence, failures_for,
+                                 installed, missing_stack_dists, stack_lockfile_for)
+from doctor.rules.registry import cannot_look
 
 
 @rule("closest known stack", "stack", needs=("distributions",))
@@ -77,3 +78,21 @@ def verl_rejects_vllm(facts, ctx):
     else:
         evidence.insert(0, "expected at import: " + entry["error"].format(vllm=vllm))
     yield make("stack.verl-rejects-vllm", evidence, verl=verl, vllm=vllm, python=ctx.python)
+
+
+@rule("the env matches the known-good set (the stack's lockfile)", "stack", needs=("distributions",))
+def differs(facts, ctx):
+    ref = ctx.reference
+    if not ref:
+        raise cannot_look("distributions", "no lockfile of this stack for the target's Python")
+    diff = differs_from_reference(facts, ctx)
+    if not diff:
+        return
+    changed = sorted((d, v) for d, v in diff.items() if v[0] != "missing")
+    gone = sorted(d for d, v in diff.items() if v[0] == "missing")
+    if len(gone) == len(ref["pins"]) or (gone and not changed and len(gone) > len(ref["pins"]) // 2):
+        return  # nothing of the stack here: stack.dists-missing says so
+    evidence = [f"{d} {have} (known-good {locked})" for d, (have, locked) in changed]
+    if gone:
+        evidence.append(f"locked but not installed: {', '.join(gone[:12])}{' …' if len(gone) > 12 else ''}")
+    yield make("stack.differs", evidence, count=len(diff), lockfile=ref["lockfile"], python=ctx.python)

@@ -26,6 +26,15 @@ def emit_and_exit(obj):
     _os._exit(0)
 
 
+def _first_line(lines):
+    text = [ln.strip() for ln in "".join(lines).strip().splitlines() if ln.strip()]
+    if not text:
+        return ""
+    if text[0].endswith(":") and len(text) > 1:
+        return text[0] + " " + text[1]
+    return text[0]
+
+
 def describe_exception(exc):
     """Type, message and the chain of frames that led to it (file:line), newest last."""
     frames = _traceback.extract_tb(exc.__traceback__)
@@ -35,7 +44,11 @@ def describe_exception(exc):
     lines = _traceback.format_exception_only(type(exc), exc)
     return {
         "type": type(exc).__name__,
-        "message": "".join(lines).strip().splitlines()[-1] if lines else repr(exc),
+        # The exception's own first line: a library's precise check ("tokenizers>=0.21,<0.22 is
+        # required …, but found tokenizers==0.20.3") comes before its generic hint ("Try: pip
+        # install -U"); a message that starts on the next line (NumPy's) takes that line too.
+        "message": _first_line(lines) if lines else repr(exc),
+        "text": "".join(lines).strip()[:2000] if lines else repr(exc),
         "missing_module": getattr(exc, "name", None) if isinstance(exc, ImportError) else None,
         "chain": chain,
     }
