@@ -54,6 +54,10 @@ def collect_facts(python: str, *, fast: bool = False, use_cache: bool = True, sc
             cache.store_dists(python, dist.data)
     if not dist.ok or dist.data is None:
         pool.shutdown(wait=False)
+        old = _python_too_old(python)
+        if old:
+            raise UsageError(f"--python {python} is Python {old}: the doctor's probes (and verl) need Python 3.8 or "
+                             "newer; give the training env's interpreter")
         first = (dist.error or "no output").strip().splitlines()[0]
         raise UsageError(f"--python {python}: cannot inspect it as a Python interpreter "
                          f"({first[:160]}{'…' if len(first) > 160 else ''})")
@@ -108,6 +112,20 @@ def collect_facts(python: str, *, fast: bool = False, use_cache: bool = True, sc
             facts.update(dict.fromkeys(p.provides))
     facts["_collect_seconds"] = round(time.perf_counter() - t0, 3)
     return facts, probes
+
+
+def _python_too_old(python: str) -> str | None:
+    """'2.7' or '3.6' when the target is a Python too old for the probes (asked in a way every
+    Python answers), else None."""
+    import subprocess
+
+    try:
+        out = subprocess.run([python, "-c", "import sys; sys.stdout.write('%d.%d' % sys.version_info[:2])"],
+                             capture_output=True, text=True, timeout=15, stdin=subprocess.DEVNULL).stdout.strip()
+        major, minor = (int(x) for x in out.split("."))
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return None
+    return out if (major, minor) < (3, 8) else None
 
 
 def run_check(python: str, *, fast=False, use_cache=True, scale=1.0, stack_name: str | None = None,

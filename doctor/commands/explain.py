@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import re
+
 from rich.console import Console
 from rich.markup import escape
 
 from doctor import knowledge
 from doctor.errors import UsageError
 from doctor.findings import definition
+
+
+_PLACEHOLDER = re.compile(r"{(\w+)}")
 
 
 def _version_ids() -> dict[str, list[tuple[str, dict]]]:
@@ -22,16 +27,26 @@ def run_explain(finding_id: str | None) -> int:
     console = Console(highlight=False, soft_wrap=True)
     defs = knowledge.finding_defs()
     versions = _version_ids()
-    if not finding_id:
-        for d in defs.values():
-            if d["id"] != "version.*":
-                console.print(f"{d['id']:32} {d['severity']:8} {escape(d['title'])}")
-        for vid in sorted(versions):
-            console.print(f"{vid:32} {'(stack)':8} a distribution outside the stack's known-good range")
+    rows = [(d["id"], d["severity"], d["title"]) for d in defs.values() if d["id"] != "version.*"]
+    rows += [(vid, "(stack)", "a distribution outside the stack's known-good range") for vid in sorted(versions)]
+    family = [r for r in rows if finding_id and "." not in finding_id and r[0].startswith(finding_id + ".")]
+    if not finding_id or family:
+        listed = family or rows
+        width = max(len(r[0]) for r in listed) + 2
+        for fid, sev, title in listed:
+            # placeholders are filled when a finding fires; in a list they read as <name>
+            shown = _PLACEHOLDER.sub(r"<\1>", title)
+            console.print(f"{fid:{width}} {sev:8} {escape(shown)}")
+        if family:
+            console.print(f"[dim]{len(family)} finding(s) in the {finding_id} family · doctor explain ID[/]")
         return 0
     spec = definition(finding_id)
     if spec is None or (spec["id"] == "version.*" and finding_id not in versions):
-        raise UsageError(f"unknown finding ID {finding_id!r} (`doctor explain` lists them all)")
+        import difflib
+
+        near = difflib.get_close_matches(finding_id, [r[0] for r in rows], n=3, cutoff=0.6)
+        hint = f"; did you mean {' or '.join(near)}?" if near else " (`doctor explain` lists them all)"
+        raise UsageError(f"unknown finding ID {finding_id!r}{hint}")
     console.print(f"[bold]{finding_id}[/] · area {spec['area']} · severity {spec['severity']}")
     console.print(f"\n[bold]What it means[/]\n  {escape(spec['meaning'])}")
     if finding_id in versions:

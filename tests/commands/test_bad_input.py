@@ -305,3 +305,12 @@ def test_fix_with_a_lockfile_of_wrong_hashes_changes_nothing(tmp_path, files):
     assert "Hash mismatch" in proc.stdout + proc.stderr and "Traceback" not in proc.stderr
     after = subprocess.run([envs.uv(), "pip", "freeze", "--python", py], capture_output=True, text=True).stdout
     assert after == before
+
+
+def test_a_python_too_old_for_the_probes_is_one_line(tmp_path):
+    """Python 2.7 (tests/doubles/python27, a named test double: no such interpreter here)."""
+    proc = run_doctor("check", "--python", str(REPO / "tests" / "doubles" / "python27"), "--no-cache")
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert "is Python 2.7: the doctor's probes (and verl) need Python 3.8 or newer" in lines[0]
+    assert "SyntaxError" not in proc.stderr

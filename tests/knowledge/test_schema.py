@@ -61,3 +61,17 @@ def test_the_cli_reports_a_broken_file_in_one_line(tmp_path):
     assert proc.returncode == 3, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "findings.yaml, entry 1 (id stack.verl-rejects-vllm): unknown field 'sevrity'" in lines[0]
+
+
+def test_sources_that_name_a_file_of_this_repo_name_one_that_exists():
+    """A user can open what a source cites: repo paths in knowledge sources exist (not ../shared)."""
+    import re
+
+    cited = set()
+    for path in list(knowledge.KNOWLEDGE_DIR.glob("*.yaml")) + list(knowledge.STACKS_DIR.glob("*.yaml")):
+        for m in re.finditer(r"(?<![\w/.-])((?:docs|tests/data|doctor)/[\w./-]*\w)", path.read_text()):
+            cited.add(m.group(1).rstrip("."))
+    missing = sorted(p for p in cited if not (REPO / p).exists() and not any((REPO / p).parent.glob(
+        (REPO / p).name + "*")))
+    assert not missing, missing
+    assert cited, "no repo paths found: the pattern is stale"
