@@ -294,8 +294,11 @@ def _show(name: str) -> int:
     hw = r["hardware"]
     out.write(f"  hardware: {hw['gpus']} GPU(s), ≥ {hw.get('min_memory_gib', '?')} GiB each; bands from: "
               f"{hw.get('measured_on', 'unknown')}\n")
-    out.write(f"  model: {r['model'].get('id') or r['model'].get('path')} ({r['model'].get('architecture', '?')}) → "
-              f"{res['model_path']}{'' if res['model_local'] else ' (not downloaded here)'}\n")
+    name = r["model"].get("id") or r["model"].get("path")
+    where = (f"local at {res['model_path']}" if res["model_local"] else
+             "not downloaded here: the run fetches it from the Hugging Face Hub (VERL_DOCTOR_MODEL_PATH=DIR uses a local copy)"
+             if res["model_path"] == name else f"{res['model_path']} (not on this machine)")
+    out.write(f"  model: {name} ({r['model'].get('architecture', '?')}), {where}\n")
     out.write(f"  data: {res['files']['train']}, {res['files']['val']}\n")
     if r["data"] == "builtin:gsm8k":
         du = data_use(res["overrides"], knowledge.load("config_rules")["gsm8k_train_rows"])

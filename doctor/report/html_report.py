@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import html
+import re
 import json
 import os
 from pathlib import Path
@@ -73,6 +74,20 @@ def write(result, path: Path) -> None:
         raise UsageError(f"--html {path}: cannot write it ({exc.strerror or exc})")
 
 
+_URL = re.compile(r"https?://[^\s<>\"')\]]+[^\s<>\"')\].,;:]")
+
+
+def _linked(text: str) -> str:
+    """Escaped text with its http(s) URLs as links (opened in a new tab, no referrer)."""
+    out, last = [], 0
+    for m in _URL.finditer(text):
+        out.append(_e(text[last:m.start()]))
+        out.append(f'<a href="{_e(m.group(0))}" rel="noreferrer noopener" target="_blank">{_e(m.group(0))}</a>')
+        last = m.end()
+    out.append(_e(text[last:]))
+    return "".join(out)
+
+
 def _e(x) -> str:
     return html.escape(str(x), quote=True)
 
@@ -86,7 +101,8 @@ def render_finding(f) -> str:
         parts.append(f'<div><b>fix</b>: {_e(f.fix.summary)}{_e(auto)}</div>')
         parts += [f'<div class="cmd">$ {_e(c)}</div>' for c in f.fix.commands]
     if f.sources:
-        parts.append(f'<div class="meta">sources: {_e(" · ".join(f.sources))} · <code>doctor explain {_e(f.id)}</code></div>')
+        parts.append(f'<div class="meta">sources: {" · ".join(_linked(x) for x in f.sources)} · '
+                     f'<code>doctor explain {_e(f.id)}</code></div>')
     parts.append("</div>")
     return "".join(parts)
 

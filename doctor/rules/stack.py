@@ -64,6 +64,23 @@ def adapter_accepts(verl: str, vllm: str) -> tuple[bool, dict | None]:
     return True, None
 
 
+def accepts_in_words(acc: dict) -> str:
+    """verl's adapter rule as a person reads it: 'exactly 0.5.4, versions starting with 0.6.3, or 0.7.0+'."""
+    parts = []
+    if acc.get("exact"):
+        parts.append("exactly " + ", ".join(acc["exact"]))
+    if acc.get("prefix"):
+        parts.append("versions starting with " + ", ".join(acc["prefix"]))
+    if acc.get("min"):
+        try:
+            v = Version(acc["min"])
+            shown = f"{v.major}.{v.minor + 1}.0+" if v.is_devrelease or v.local else f"{acc['min']}+"
+        except InvalidVersion:
+            shown = f"{acc['min']}+"
+        parts.append(shown if shown == f"{acc['min']}+" else f"{shown} (its check: >= {acc['min']})")
+    return ", ".join(parts[:-1]) + (" or " if len(parts) > 1 else "") + parts[-1] if parts else "nothing"
+
+
 @rule("verl accepts the installed vLLM", "stack", needs=("distributions",), requires=("verl", "vllm"))
 def verl_rejects_vllm(facts, ctx):
     verl, vllm = installed(facts, "verl"), installed(facts, "vllm")  # both there: requires=
@@ -71,7 +88,7 @@ def verl_rejects_vllm(facts, ctx):
     if ok:
         return
     evidence = [f"verl {verl} + vllm {vllm} (installed)",
-                f"verl {entry['verl']} accepts {entry['accepts']} — {entry['source']}"]
+                f"verl {entry['verl']} accepts {accepts_in_words(entry['accepts'])} — {entry['source']}"]
     real = failures_for(facts, "stack.verl-rejects-vllm")
     if real:
         evidence.insert(0, failure_evidence(*real[0]))

@@ -4,6 +4,7 @@ rendered by headless Chromium where .ci/run installed it)."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from html.parser import HTMLParser
@@ -67,7 +68,10 @@ def test_html_report_holds_every_finding_with_its_evidence_and_the_json(tmp_path
     for f in doc["findings"]:  # evidence that holds '<' and '>' (version specifiers) reads back intact
         for e in f["evidence"]:
             assert e in page.findings[f["id"]], (f["id"], e)
-    assert "huggingface-hub<1.0.0,>=0.14.0" in page.findings["pip.conflict"]
+    assert "needs transformers>=4.45.2,<=4.47.1" in page.findings["version.transformers"]
+    links = re.findall(r'<a href="(https://[^"]+)"', text)  # sources' URLs are links, not plain text
+    cited = [u for f in doc["findings"] for s in f["sources"] for u in re.findall(r"https://\S+", s)]
+    assert cited and links and all(any(u.startswith(link) for link in links) for u in cited[:3]), (cited[:3], links[:3])
     embedded = json.loads(page.embedded)
     assert embedded["findings"] == doc["findings"] and embedded["target"] == doc["target"]
     for secret in ("hf_abcdefghijklmnopqrstuvwxyz123456", "hunter2pass"):
@@ -95,3 +99,4 @@ def test_html_output_path_is_checked_before_any_probe_and_never_overwrites_a_use
     assert run_doctor("check", "--fast", "--html", str(report)).returncode in (0, 1)
     assert "the earlier report" not in report.read_text()
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temp file left
+
