@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-BIG_LOG = REPO.parent / "shared" / "logs" / "qwen2.5-0.5b-gsm8k-ppo-prompt512-resp256.log"
+BIG_LOG = REPO / "tests" / "data" / "logs" / "qwen2.5-0.5b-gsm8k-ppo-prompt512-resp256.log"
 
 
 def parse_seconds(rounds: int) -> list[float]:

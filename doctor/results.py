@@ -10,12 +10,9 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 
-class Severity(str, enum.Enum):
-    """How bad a finding is. Order: worst first."""
-
-    ERROR = "error"
-    WARNING = "warning"
-    INFO = "info"
+class _Value(str, enum.Enum):
+    """A str enum that prints, formats and hashes as its value: "error" and Severity.ERROR are the
+    same text in a report and the same dict key."""
 
     def __str__(self) -> str:
         return self.value
@@ -23,7 +20,15 @@ class Severity(str, enum.Enum):
     def __format__(self, spec: str) -> str:
         return format(self.value, spec)
 
-    __hash__ = str.__hash__   # "error" and Severity.ERROR are one dict key
+    __hash__ = str.__hash__
+
+
+class Severity(_Value):
+    """How bad a finding is. Order: worst first."""
+
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
 
     @property
     def rank(self) -> int:
@@ -38,7 +43,7 @@ def worst(severities: Iterable[str]) -> Severity | None:
     return min((Severity(s) for s in severities), key=lambda s: s.rank, default=None)
 
 
-class Status(str, enum.Enum):
+class Status(_Value):
     """What became of one check: passed, found something (the worst severity), could not look
     (skipped, with why), or the doctor's own rule raised (crash, with a doctor.* finding)."""
 
@@ -48,14 +53,6 @@ class Status(str, enum.Enum):
     ERROR = "error"
     SKIPPED = "skipped"
     CRASH = "crash"
-
-    def __str__(self) -> str:
-        return self.value
-
-    def __format__(self, spec: str) -> str:
-        return format(self.value, spec)
-
-    __hash__ = str.__hash__   # "ok" and Status.OK are one dict key
 
     @classmethod
     def of(cls, severities: Iterable[str]) -> "Status":

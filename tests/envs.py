@@ -1,7 +1,7 @@
 """Builds the real virtualenvs the tests diagnose, with uv, from PyPI.
 
 Every env starts from a hashed lockfile of lockfiles/ and applies one mutation that reproduces a
-breakage from ../shared/STACK.md. All envs share one uv cache (hardlinks: a rebuild from a warm
+breakage from docs/research/STACK.md. All envs share one uv cache (hardlinks: a rebuild from a warm
 cache takes seconds) and are reused within a run: an env is rebuilt only when its recipe changes.
 Location: $VERL_DOCTOR_TEST_ENVS (default ~/.cache/verl-doctor-tests)."""
 

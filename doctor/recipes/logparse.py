@@ -65,6 +65,7 @@ class ParsedLog:
     final_val_present: bool = False               # the "Final validation metrics" line exists
     final_val_line: int | None = None
     era: str | None = None
+    algorithm: str | None = None     # algorithm.adv_estimator from the config the trainer printed
     warnings: list[str] = field(default_factory=list)
 
     def role_key(self, role: str) -> str | None:
@@ -247,9 +248,15 @@ def parse_text(text: str, path: str = "<log>") -> ParsedLog:
                          f"response_length, timing): not a verl PPO log (keys: {', '.join(key_list[:4])})")
     out_of_order = any(b < a for a, b in zip(order, order[1:]))
     era = next((e["era"] for e in sp["eras"] if any(e["rx"].search(k) for k in key_list)), None)
+    algo = next((m.group(1) or m.group(2) for m in (_ADV_ESTIMATOR.search(ln) for ln in lines[:3000]) if m), None)
     return ParsedLog(path=path, lines=len(lines), steps=dict(sorted(steps.items())), step_line=step_line,
                      keys=key_list, out_of_order=out_of_order, records=records, initial_val=initial_val,
-                     final_val=final_val, final_val_present=final_present, final_val_line=final_line, era=era)
+                     final_val=final_val, final_val_present=final_present, final_val_line=final_line, era=era,
+                     algorithm=algo)
+
+
+# verl prints its whole config at start (pprint of a dict, or Hydra's overrides line).
+_ADV_ESTIMATOR = re.compile(r"""'adv_estimator': '(\w+)'|algorithm\.adv_estimator=(\w+)""")
 
 
 def parse_file(path: str | Path) -> ParsedLog:

@@ -1,5 +1,5 @@
 """`doctor check --json` on real virtualenvs built with uv from PyPI (tests/envs.py). Each broken env
-reproduces a breakage from ../shared/STACK.md; the doctor must name its cause."""
+reproduces a breakage from docs/research/STACK.md; the doctor must name its cause."""
 
 from __future__ import annotations
 
