@@ -455,8 +455,9 @@ def run_recipe(args) -> int:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = Path(args.out or Path("runs") / f"{recipe['name']}{'-quick' if args.quick else ''}-{stamp}")
     info = sys.stderr if args.json else sys.stdout
+    # "out" is set once the folder exists: a preflight that stops the run creates nothing.
     summary = {"recipe": recipe["name"], "mode": "quick" if args.quick else "full", "python": python,
-               "out": str(out), "preflight": None}
+               "out": None, "preflight": None}
 
     if args.skip_preflight:
         info.write(f"recipes run {recipe['name']}: preflight skipped (--skip-preflight)\n")
@@ -485,6 +486,7 @@ def run_recipe(args) -> int:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"--out {out}: cannot create: {exc.strerror or exc}") from None
+    summary["out"] = str(out)
     base, injected = trainer_command(python)
     cmd = base + res["overrides"]
     total = None

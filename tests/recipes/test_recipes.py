@@ -182,7 +182,7 @@ def test_preflight_and_quick_run_fail_cleanly_naming_the_gpu_requirement(tmp_pat
     assert p.returncode == 3
     doc = json.loads(p.stdout)
     assert doc["status"] == "preflight-failed" and "needs 1 GPU(s)" in doc["reason"]
-    assert not (tmp_path / "r").exists()  # nothing started
+    assert not (tmp_path / "r").exists() and doc["out"] is None  # nothing started, no folder claimed
 
 
 TINY_QWEN2 = r"""
