@@ -59,6 +59,8 @@ def collect_facts(python: str, *, fast: bool = False, use_cache: bool = True, sc
             raise UsageError(f"--python {python} is Python {old}: the doctor's probes (and verl) need Python 3.8 or "
                              "newer; give the training env's interpreter")
         first = (dist.error or "no output").strip().splitlines()[0]
+        if "# Prepended to every probe script" in first:  # it echoed the probe's source: not a Python
+            first = first.split(":", 1)[0] + " when given `-c CODE`, as no Python does"
         raise UsageError(f"--python {python}: cannot inspect it as a Python interpreter "
                          f"({first[:160]}{'…' if len(first) > 160 else ''})")
     dist_data: dict = dist.data

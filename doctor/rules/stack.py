@@ -20,8 +20,12 @@ def detected(facts, ctx):
         met = sum(1 for c in stack["constraints"] if (v := installed(facts, c["dist"])) and Version(v) in SpecifierSet(c["spec"], prereleases=True))  # noqa: E501
         total = sum(1 for c in stack["constraints"] if installed(facts, c["dist"]))
     how = "chosen with --stack" if ctx.stack else "closest by installed versions"
+    of = len(stack["constraints"])
+    words = (f"none of its {of} constrained distributions is installed" if not total else
+             f"{met}/{total} constraints met" if total == of else
+             f"{met}/{total} constraints met; only {total} of its {of} constrained distributions installed")
     yield make("stack.detected", [f"{stack['name']}: {met} of {total} installed constraint(s) met ({how})"],
-               stack=stack["name"], met=met, total=total, python=ctx.python,
+               stack=stack["name"], met=met, total=total, how=words, python=ctx.python,
                lockfile=stack_lockfile_for(facts, stack))
 
 
