@@ -73,6 +73,15 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--python", metavar="PATH",
                     help="the training env's interpreter, for the fix commands (default: the active one)")
 
+    bd = sub.add_parser("bundle", help="one redacted file for a bug report: check, log tail + triage, run config")
+    bd.add_argument("--python", metavar="PATH", help="the training env's interpreter (default: the active one)")
+    bd.add_argument("--log", metavar="LOG", help="the failed run's console log")
+    bd.add_argument("--recipe", metavar="NAME", help="the recipe the run used (its overrides and launch command)")
+    bd.add_argument("--out", metavar="FILE", help="output file (default: ./verl-doctor-bundle-<time>.json)")
+    bd.add_argument("--shorten-home", action="store_true", help="show your home directory as ~")
+    bd.add_argument("--fast", action="store_true", help="the check without its deep probes")
+    bd.add_argument("--no-gpu", action="store_true", help="no GPU is expected on this machine")
+
     rb = sub.add_parser("rollback", help="restore the state saved before a `doctor fix`")
     rb.add_argument("snapshot", nargs="?", help="snapshot ID or path (default: the latest)")
     rb.add_argument("--python", metavar="PATH", help="target interpreter (default: the snapshot's)")
@@ -110,6 +119,7 @@ HANDLERS = {
     "fix": "doctor.commands.fix:run_fix",
     "rollback": "doctor.commands.fix:run_rollback",
     "triage": "doctor.commands.triage:run_triage",
+    "bundle": "doctor.commands.bundle:run_bundle",
     "container": "doctor.commands.container:run_container",
 }
 

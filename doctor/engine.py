@@ -29,6 +29,7 @@ class CheckResult:
     timings: dict = field(default_factory=dict)
     skipped: dict = field(default_factory=dict)   # fact → the option that skipped its probe
     replayed_from: str | None = None              # --facts FILE: judged again, nothing probed
+    no_gpu: bool = False                          # --no-gpu was given (a replay judges the same way)
 
 
 def collect_facts(python: str, *, fast: bool = False, use_cache: bool = True, scale: float = 1.0,
@@ -166,7 +167,7 @@ def run_check(python: str, *, fast=False, use_cache=True, scale=1.0, stack_name:
                "cached": sorted(n for n, r in probes.items() if r.cached),
                "collect_s": round(t1 - t0, 3), "rules_s": round(t2 - t1, 3)}
     return CheckResult(python=python, facts=facts, probes=probes, findings=findings, checks=checks, timings=timings,
-                       skipped=ctx.skipped)
+                       skipped=ctx.skipped, no_gpu=no_gpu)
 
 
 def reference_pins(facts: dict, stack: dict | None, lockfile: Path | None, lock: dict | None) -> dict | None:
@@ -210,6 +211,7 @@ def recheck_facts(path: str, *, stack_name: str | None = None, lockfile: Path | 
     probes = {n: ProbeResult(n, bool(p.get("ok")), error=p.get("error"), cached=True)
               for n, p in (doc.get("probes") or {}).items()}
     skipped = doc.get("skipped") or {}
+    no_gpu = no_gpu or bool(doc.get("no_gpu"))
     lock = parse_lockfile(lockfile) if lockfile else None
     python = (doc.get("target") or {}).get("python") or "python"
     ctx = Context(python=python, stack=get_stack(stack_name) if stack_name else None, lock=lock,
@@ -221,4 +223,4 @@ def recheck_facts(path: str, *, stack_name: str | None = None, lockfile: Path | 
     findings, checks = evaluate(facts, ctx)
     return CheckResult(python=python, facts=facts, probes=probes, findings=findings, checks=checks,
                        timings={"probes": {}, "cached": [], "collect_s": 0.0, "rules_s": round(time.perf_counter() - t0, 3)},
-                       skipped=skipped, replayed_from=path)
+                       skipped=skipped, replayed_from=path, no_gpu=no_gpu)

@@ -12,7 +12,10 @@ from doctor.triage import looks_like_a_log, read_log, spec, triage_text
 
 
 def run_triage(args) -> int:
+    from doctor.bundle import bundle_log_text
+
     text = read_log(args.log)
+    text = bundle_log_text(text) or text  # a bug-report bundle: its log tail
     if not looks_like_a_log(text.splitlines(), spec()):
         raise UsageError(f"{args.log}: not a console log (no traceback, error, log-level, Ray or step line); "
                          "give the training run's output (e.g. the file `| tee` wrote)")

@@ -20,6 +20,7 @@ def to_document(result) -> dict:
         "probes": {n: {"ok": r.ok, "error": r.error, "cached": r.cached} for n, r in result.probes.items()},
         "facts": facts,
         "skipped": getattr(result, "skipped", {}),
+        "no_gpu": getattr(result, "no_gpu", False),
         "timings": result.timings,
     }
 
