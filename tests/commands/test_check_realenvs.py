@@ -94,7 +94,7 @@ def test_an_interpreter_without_the_stack_says_so_once(tmp_path):
     doc = json.loads(proc.stdout)
     assert proc.returncode == 1
     f = finding(doc, "stack.dists-missing")
-    assert f["severity"] == "error" and f["title"].startswith("10 of the stack's distributions are not installed: verl, vllm, torch")
+    assert f["severity"] == "error" and f["title"].startswith("11 of the stack's distributions are not installed: verl, vllm, torch")
     assert any("none of verl, vllm, torch is installed" in e and "--python PATH" in e for e in f["evidence"])
     assert any(e.startswith("imports that fail only because of it: numpy, pyarrow, torch") for e in f["evidence"])
     assert "import.failed" not in ids(doc) and "ray.import-failed" not in ids(doc)
