@@ -130,8 +130,11 @@ def svg_chart(metric: str, title: str, series: list[tuple[str, str, list[tuple[i
     xt = [t for t in xt if x0 <= t <= x1] or [x0, x1]
     sx = lambda x: L + (x - x0) / (x1 - x0) * (W - L - R)  # noqa: E731
     sy = lambda y: H - B - (y - y0) / (y1 - y0) * (H - T - B)  # noqa: E731
+    # the legend goes under the chart, never on the lines
+    rows = math.ceil(len(series) / 4) if len(series) > 1 else 0
+    full_h = H + 16 * rows
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" data-metric="{html.escape(metric)}" '
-           f'viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" aria-label="{html.escape(title)}">',
+           f'viewBox="0 0 {W} {full_h}" width="{W}" height="{full_h}" role="img" aria-label="{html.escape(title)}">',
            f'<text x="{L}" y="18" class="title">{html.escape(title)}</text>']
     for t in yt:
         y = sy(t)
@@ -156,7 +159,7 @@ def svg_chart(metric: str, title: str, series: list[tuple[str, str, list[tuple[i
             out += [f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="2.8" fill="{colour}"><title>step {x}: '
                     f'{y:g}</title></circle>' for x, y in pts]
         if len(series) > 1:
-            lx, ly = W - R - 120, T + 4 + 13 * i
+            lx, ly = L + (i % 4) * 125, H + 2 + 16 * (i // 4)
             out.append(f'<rect x="{lx}" y="{ly}" width="10" height="3" fill="{colour}"/>'
                        f'<text x="{lx + 14}" y="{ly + 5}" class="legend">{html.escape(label)}</text>')
     out.append("</svg>")

@@ -269,3 +269,16 @@ def test_chart_axes_cover_their_data_and_the_title_names_the_algorithm(log, tmp_
     report_json(log, tmp_path / "o")
     title = re.search(r"<h1>([^<]*)</h1>", (tmp_path / "o" / "report.html").read_text()).group(1)
     assert title == ("verl GRPO run report" if "grpo" in log.name else "verl PPO run report")
+
+
+def test_legends_sit_below_the_plot_area(tmp_path):
+    """The 'Time per stage' legend of a real log is drawn under the x axis, not on the lines."""
+    log = next(iter(EXPECTED))
+    report_json(log, tmp_path / "o")
+    page = (tmp_path / "o" / "report.html").read_text()
+    for svg in re.findall(r"<svg[^>]*>.*?</svg>", page, re.S):
+        legends = [float(y) for y in re.findall(r'<text x="[\d.]+" y="([\d.]+)" class="legend"', svg)]
+        axis = re.search(r'<line x1="[\d.]+" y1="([\d.]+)" x2="[\d.]+" y2="\1" class="axis"/>', svg)
+        if legends and axis:
+            assert min(legends) > float(axis.group(1)) + 16, (min(legends), axis.group(1))
+    assert re.search(r'class="legend"', page), "no multi-series chart: the test is stale"
