@@ -51,17 +51,18 @@ def failures_for(facts: dict, finding_id: str) -> list[tuple[str, dict]]:
     return [(m, i) for m, i, fid in import_failures(facts) if fid == finding_id]
 
 
-def grouped_failure_evidence(failures: list[tuple[str, dict]]) -> list[str]:
+def grouped_failure_evidence(failures: list[tuple[str, dict]], unlisted: tuple[str, ...] = ()) -> list[str]:
     """One line per distinct error (the first import that raised it), then the other imports that
-    raised the same error — not the same line once per module."""
+    raised the same error — not the same line once per module (nor the ones ending in `unlisted`)."""
     by_msg: dict[str, list[tuple[str, dict]]] = {}
     for module, info in failures:
         by_msg.setdefault(info.get("message") or "", []).append((module, info))
     out = []
     for items in by_msg.values():
         out.append(failure_evidence(*items[0]))
-        if len(items) > 1:
-            out.append("same error when importing: " + ", ".join(m for m, _ in items[1:]))
+        rest = [m for m, _ in items[1:] if not m.endswith(unlisted or ("\0",))]
+        if rest:
+            out.append("same error when importing: " + ", ".join(rest))
     return out
 
 

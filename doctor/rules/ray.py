@@ -10,7 +10,8 @@ from doctor import knowledge
 from doctor.findings import make
 from doctor.rules import rule
 from doctor.rules.registry import cannot_look
-from doctor.rules.common import classify, failure_evidence, human_bytes, import_failures, installed, satisfies
+from doctor.rules.common import (classify, grouped_failure_evidence, human_bytes, import_failures,
+                                 installed, satisfies)
 
 MAX_LISTED = 10
 PROTOBUF_ID = "ray.protobuf-incompatible"
@@ -151,20 +152,6 @@ def _ray_import_failures(facts: dict) -> list[tuple[str, dict]]:
     return out
 
 
-def _grouped_evidence(failures: list[tuple[str, dict]]) -> list[str]:
-    """One line per distinct error, worded like the imports rule's so that merged findings dedupe."""
-    groups: dict[str, list[tuple[str, dict]]] = {}
-    for module, info in failures:
-        groups.setdefault(info.get("message") or "", []).append((module, info))
-    out = []
-    for items in groups.values():
-        out.append(failure_evidence(*items[0]))
-        rest = [m for m, _ in items[1:] if not m.endswith("(smoke test)")]
-        if rest:
-            out.append("same error when importing: " + ", ".join(rest))
-    return out
-
-
 @rule("protobuf fits Ray's generated modules and declared range", "ray", needs=("distributions",), requires=("ray",))
 def protobuf_incompatible(facts, ctx):
     ray_v = installed(facts, "ray")
@@ -180,7 +167,7 @@ def protobuf_incompatible(facts, ctx):
     failures = [(m, i) for m, i, fid in import_failures(facts) if fid == PROTOBUF_ID]
     failures += [(m, i) for m, i in _ray_import_failures(facts)
                  if m not in dict(failures) and classify(i.get("message", "")) == PROTOBUF_ID]
-    evidence += _grouped_evidence(failures)
+    evidence += grouped_failure_evidence(failures, unlisted=("(smoke test)",))
     if evidence:
         yield make(PROTOBUF_ID, evidence, ray=ray_v or "not installed", protobuf=pb or "not installed",
                    spec=spec or "?", module=failures[0][0] if failures else "ray", python=ctx.python)
@@ -196,7 +183,7 @@ def import_failed(facts, ctx):
     msgs = {i.get("message") for _, i in bad}
     seen = {m for m, _ in bad}
     bad += [(m, i) for m, i, fid in import_failures(facts) if fid is None and m not in seen and i.get("message") in msgs]
-    evidence = _grouped_evidence(bad)
+    evidence = grouped_failure_evidence(bad, unlisted=("(smoke test)",))
     info = bad[0][1]
     yield make("ray.import-failed", evidence, module=bad[0][0], message=info.get("message"),
                ray=installed(facts, "ray"), dist=info.get("missing_module") or "ray", python=ctx.python)
