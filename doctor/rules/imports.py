@@ -8,7 +8,7 @@ from doctor import knowledge
 from doctor.findings import make
 from doctor.rules import rule
 from doctor.rules.common import (active_stack, culprits, differs_from_reference, fails_for_missing_dist,
-                                 failure_evidence, import_failures, missing_stack_dists)
+                                 failure_evidence, import_failures, installed, missing_stack_dists)
 from doctor.rules.stack import dists_missing_finding
 
 
@@ -39,8 +39,11 @@ def failed(facts, ctx):
         dist = info.get("failing_dist") or info.get("missing_module") or first.split(".")[0]
         if info.get("chain_dists"):
             evidence.append("import chain through: " + " → ".join(dict.fromkeys(info["chain_dists"])))
-        surfaced = make(fid, evidence, module=label, modules=", ".join(modules), exc_type=info.get("type"), dist=dist,
-                        message=info.get("message", "?"), python=ctx.python)
+        versions = {c["dist"].replace("-", "_"): installed(facts, c["dist"]) or "(not installed)"
+                    for c in stack["constraints"]}  # a signature's finding may name them ({verl}, {vllm})
+        surfaced = make(fid, evidence, **{**versions, "module": label, "modules": ", ".join(modules),
+                                          "exc_type": info.get("type"), "dist": dist,
+                                          "message": info.get("message", "?"), "python": ctx.python})
         blamed = culprits(facts, ctx, info)
         if blamed:  # what differs from the known-good set is the cause; where it surfaced is affected
             diff = differs_from_reference(facts, ctx)

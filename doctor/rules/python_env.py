@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import posixpath
+
+from packaging.utils import canonicalize_name
+
 from doctor import knowledge
 from doctor.findings import make
 from doctor.rules import rule
@@ -67,3 +71,43 @@ def version_unverified(facts, ctx):
                 f"(knowledge/stacks/{stack['name']}.yaml `python`)"],
                version=pyver, stack=stack["name"], pythons=", ".join(stack["python"]), want=want,
                lockfile=stack_lockfile_for(facts, stack), python=ctx.python)
+
+
+@rule("the stack's code is the installed distributions' code", "python", needs=("distributions", "imports"))
+def shadowed(facts, ctx):
+    """A module that loads from somewhere else than its distribution (an old checkout first on
+    sys.path, a .pth, PYTHONPATH, the cwd) runs other code than the metadata says."""
+    for module, info in (facts["imports"].get("modules") or {}).items():
+        if "." in module or not info.get("ok") or not info.get("file"):
+            continue
+        dist = (facts["distributions"] or {}).get(canonicalize_name(module.replace("_", "-")))
+        if not dist or dist.get("editable") or not dist.get("path"):
+            continue
+        site = posixpath.dirname(dist["path"].rstrip("/"))
+        if posixpath.commonpath([posixpath.normpath(info["file"]), site]) == site:
+            continue
+        code_version = info.get("version") or "unknown"
+        yield make("python.shadowed-package",
+                   [f"import {module} loads {info['file']}",
+                    f"the installed distribution is {dist['name']} {dist['version']} in {site}",
+                    f"the loaded code says {module}.__version__ = {code_version}"],
+                   module=module, file=info["file"], code_version=code_version, dist=dist["name"],
+                   version=dist["version"], python=ctx.python)
+
+
+@rule("compiled files the RECORDs list are on disk", "python", needs=("kernels",))
+def half_installed(facts, ctx):
+    missing = facts["kernels"].get("missing") or []
+    if not missing:
+        return
+    by_dist: dict[str, list[dict]] = {}
+    for m in missing:
+        by_dist.setdefault(m["dist"], []).append(m)
+    evidence = []
+    for dist, items in sorted(by_dist.items()):
+        for m in items[:5]:
+            what = (f"{m['size']} bytes, RECORD says {m['recorded_size']}" if "recorded_size" in m else "missing")
+            evidence.append(f"{dist}: {m['file']} ({what})")
+    dists = sorted(by_dist)
+    yield make("python.half-installed", evidence, dists=", ".join(dists), first=dists[0],
+               version=installed(facts, dists[0]) or "", python=ctx.python)

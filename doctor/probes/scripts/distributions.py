@@ -53,12 +53,22 @@ for dist in md.distributions():
         installer = (dist.read_text("INSTALLER") or "").strip() or None
     except Exception:
         installer = None
+    editable = False
+    try:
+        direct = dist.read_text("direct_url.json")
+        if direct:
+            import json as _j
+
+            editable = bool((_j.loads(direct).get("dir_info") or {}).get("editable"))
+    except Exception:
+        pass
     dists[key] = {
         "name": name,
         "version": version,
         "requires": list(dist.requires or []),
         "path": path,
         "installer": installer,
+        "editable": editable,  # pip install -e: the code lives in the user's checkout, by design
     }
 
 emit({

@@ -28,5 +28,26 @@ for dist_name, patterns in wanted.items():
         a.pop("relocatable", None)
         out["libraries"][rel] = dict(a, dist=dist.metadata["Name"], version=dist.version,
                                      size=_os.path.getsize(path))
+# Every distribution's compiled files, cheaply (existence and size against RECORD): a file the
+# RECORD lists but the disk lacks is a half-finished install or a deletion (conda doctor's check).
+for dist in _md.distributions():
+    try:
+        files = dist.files or []
+        name = dist.metadata["Name"]
+    except Exception:
+        continue
+    for f in files:
+        rel = str(f)
+        if not (rel.endswith(".so") or ".so." in rel) or rel.startswith(".."):
+            continue
+        path = str(f.locate())
+        try:
+            size = _os.path.getsize(path)
+        except OSError:
+            out["missing"].append({"dist": name, "file": rel})
+            continue
+        if f.size is not None and size != f.size:
+            out["missing"].append({"dist": name, "file": rel, "size": size, "recorded_size": f.size})
+out["missing"] = [dict(t) for t in {tuple(sorted(m.items())) for m in out["missing"]}]
 out["seconds"] = round(time.perf_counter() - t0, 3)
 emit_and_exit(out)
