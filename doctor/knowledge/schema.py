@@ -49,7 +49,7 @@ SCHEMAS: dict[str, Any] = {
     "signatures": [{"id": TEXT, "pattern": Regex(), "contexts": [("import", "log")], "fatal?": bool,
                     "symptom?": bool, "params?": Map(Any), "source": TEXT}],
     "triage": {
-        "line_prefixes": [Regex()], "completion_markers": [TEXT], "step_line": Regex(),
+        "line_prefixes": [Regex()], "completion_markers": [TEXT],
         "failure_markers": [{"name": TEXT, "pattern": Regex()}],
         "benign_lines?": [{"pattern": Regex(), "source": TEXT}],
     },

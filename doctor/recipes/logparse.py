@@ -28,7 +28,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 # "(wiQkzJWorkerDict_0:0 WorkerDict pid=934604)".
 _RAY_PREFIX = re.compile(r"\((?:[^()\n]{0,200}?)pid=\d+[^()\n]{0,80}\)\s?")
 _RAY_REPEAT = re.compile(r"\s*\[repeated \d+x across cluster\].*$")
-_STEP_BEFORE = frozenset(" \t>|])")
+_STEP_BEFORE = frozenset(" \t>|]):")   # what may precede `step:` of a record ("[rank0]:step:3 - …")
 _PAIR_VALUE = re.compile(r"""['"]([^'"\n]+)['"]\s*:\s*(?:np\.\w+\()?\s*(-?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf))""")
 _BINARY_BYTES = bytes(b for b in range(32) if b not in (9, 10, 12, 13, 27))
 
@@ -119,7 +119,17 @@ def decode(data: bytes, name: str) -> str:
     return text
 
 
-def _step_records(line: str):
+def parse_step(line: str) -> tuple[int, dict[str, float]] | None:
+    """The first step record of a console line, (step, metrics), or None: the one step-line grammar
+    of triage, `recipes report` and `recipes run`."""
+    for step, rest in step_records(line):
+        pairs = _parse_pairs(rest)
+        if pairs:
+            return step, pairs
+    return None
+
+
+def step_records(line: str):
     """(step, "rest") for each step record on a line; several Ray outputs may be glued on one line."""
     if "\x1b" in line:
         line = _ANSI.sub("", line)
@@ -211,7 +221,7 @@ def parse_text(text: str, path: str = "<log>") -> ParsedLog:
     init_marker, final_marker = sp["initial"], sp["final"]
     for i, line in enumerate(lines):
         if "step:" in line:
-            for step, rest in _step_records(line):
+            for step, rest in step_records(line):
                 pairs = _parse_pairs(rest)
                 if not pairs:
                     continue

@@ -35,12 +35,12 @@ from typing import Any
 
 from doctor.errors import UsageError
 from doctor.recipes import catalog
+from doctor.recipes.logparse import parse_step
 from doctor.results import ExitCode
 from doctor.uv import runnable
 
 SCRIPTS = Path(__file__).parent / "scripts"
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
-_STEP = re.compile(r"(?:^|[\s>|\])])step:(\d+) - (.+)$")
 _TOTAL = re.compile(r"Total training steps:\s*(\d+)")
 REWARD_KEYS = ("critic/score/mean", "critic/rewards/mean")
 THROUGHPUT_KEYS = ("perf/throughput",)
@@ -238,22 +238,6 @@ def preflight(recipe: dict, res: dict, python: str, say=None, fast: bool = False
 
 
 # -- console parsing ---------------------------------------------------------------------------
-
-
-def parse_step(line: str) -> tuple[int, dict[str, float]] | None:
-    m = _STEP.search(_ANSI.sub("", line).rstrip())
-    if not m:
-        return None
-    metrics = {}
-    for part in m.group(2).split(" - "):
-        if ":" not in part:
-            continue
-        k, v = part.rsplit(":", 1)
-        try:
-            metrics[k.strip()] = float(v)
-        except ValueError:
-            continue
-    return (int(m.group(1)), metrics) if metrics else None
 
 
 def _agg(values: list[float], how: str) -> float | None:

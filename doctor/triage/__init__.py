@@ -34,7 +34,6 @@ def spec() -> dict:
         "leading": re.compile("^(?:" + "|".join("(?:" + p.replace(r"\s", r"[ \t]").lstrip("^") + ")"
                                                   for p in raw["line_prefixes"][1:]) + ")+", re.M),
         "completion": list(raw["completion_markers"]),
-        "step": re.compile(raw["step_line"]),
         "markers": [(m["name"], re.compile(m["pattern"])) for m in raw["failure_markers"]],
         "benign": re.compile("|".join(f"(?:{b['pattern']})" for b in raw.get("benign_lines", [])) or "(?!)"),
         "markers_m": [(m["name"], re.compile(m["pattern"], re.M)) for m in raw["failure_markers"]],
@@ -107,13 +106,13 @@ def triage_text(text: str, path: str, python: str = "python") -> Triage:
     sp = spec()
     lines = clean_lines(text, sp)
     last_step = last_step_idx = None
+    from doctor.recipes.logparse import parse_step
+
     for i in range(len(lines) - 1, -1, -1):
         if "step:" in lines[i]:
-            m = sp["step"].search(lines[i])
-            if m:
-                last_step_idx = i
-                num = re.search(r"step:(\d+)", lines[i][m.start():])
-                last_step = int(num.group(1)) if num else None
+            rec = parse_step(lines[i])
+            if rec:
+                last_step_idx, last_step = i, rec[0]
                 break
     completed = any(mk in ln for ln in lines for mk in sp["completion"] if "validation metrics" in ln)
     start = last_step_idx + 1 if last_step_idx is not None else 0

@@ -143,3 +143,22 @@ def test_stdin_and_bad_input(tmp_path):
     for bad in (empty, binary, tmp_path / "missing.log"):
         proc = run_doctor("triage", str(bad))
         assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and not proc.stdout, proc.stderr
+
+
+@pytest.mark.parametrize("line, step", [
+    ("[rank0]:step:3 - actor/pg_loss:0.1 - critic/score/mean:0.5", 3),
+    ("\x1b[36m(TaskRunner pid=12)\x1b[0m step:7 - timing_s/gen:1.5", 7),
+    ("(main_task pid=1) step:0 - val/test_score/openai/gsm8k:0.2", 0),
+    ("global_step:3 - actor/pg_loss:0.1", None),
+    ("Training step:3 of 10", None),
+])
+def test_one_step_grammar_for_triage_report_and_run(line, step, tmp_path):
+    """triage, `recipes report` and `recipes run` read step lines with one function."""
+    from doctor.recipes import logparse, run
+    from doctor.triage import triage_text
+
+    got = logparse.parse_step(line)
+    assert (got[0] if got else None) == step
+    assert run.parse_step is logparse.parse_step
+    t = triage_text(line + "\nTraceback (most recent call last):\nValueError: x\n", "x.log")
+    assert t.last_step == step
