@@ -206,7 +206,8 @@ def render_html(log: lp.ParsedLog, summary: dict) -> str:
         cards.append(svg_chart("timing", roles["timing"]["title"], series, "s"))
     else:
         cards.append(_missing("timing", roles["timing"]["title"], "No timing/… or timing_s/… keys in this log."))
-    rows = [("trainer / era", f"{summary['trainer']} / verl {summary['era'] or '?'}"),
+    rows = [("trainer / algorithm / era", f"verl.trainer.main_{summary['trainer']} / {_algorithm_name(summary.get('algorithm'))} / "
+                                          f"verl {summary['era'] or '?'} metric names"),
             ("steps", f"{summary['steps']} (step {summary['first_step']} … {summary['last_step']}; "
                       f"{summary['step_records']} step lines{'; out of order in the log' if summary['out_of_order'] else ''})"),
             ("validation metric", summary["val_metric"] or "—"),
@@ -312,7 +313,8 @@ def _print_text(s: dict, files: dict[str, Path], parse_s: float) -> None:
     t = Table(show_header=False, box=None, pad_edge=False)
     t.add_column(style="dim")
     t.add_column()
-    t.add_row("trainer / era", f"{s['trainer']} / verl {s['era'] or '?'}")
+    t.add_row("trainer / algorithm / era", f"verl.trainer.main_{s['trainer']} / {_algorithm_name(s.get('algorithm'))} / "
+                                           f"verl {s['era'] or '?'} metric names")
     t.add_row("steps", f"{s['steps']} (step {s['first_step']} … {s['last_step']}, {s['step_records']} step lines"
                        + (", [yellow]out of order in the log[/]" if s["out_of_order"] else "") + ")")
     if s["val_metric"]:
