@@ -39,11 +39,15 @@ def load_extensions():
     try:
         import torch  # noqa: F401  - the extensions need libtorch loaded first
         out["_torch"] = {"ok": True}
+    except KeyboardInterrupt:  # Ctrl-C, TERM and HUP reach probes as SIGINT: stop now
+        raise
     except BaseException as exc:
         out["_torch"] = dict(describe_exception(exc), ok=False)
     for name, (top, sub, kind) in targets.items():
         try:
             path = find_extension(top, sub)
+        except KeyboardInterrupt:  # Ctrl-C, TERM and HUP reach probes as SIGINT: stop now
+            raise
         except BaseException as exc:
             out[name] = dict(describe_exception(exc), ok=False, present=False)
             continue
@@ -59,6 +63,8 @@ def load_extensions():
                 module = importlib.util.module_from_spec(spec)
                 loader.exec_module(module)
             out[name] = {"ok": True, "present": True, "path": path}
+        except KeyboardInterrupt:  # Ctrl-C, TERM and HUP reach probes as SIGINT: stop now
+            raise
         except BaseException as exc:
             out[name] = dict(describe_exception(exc), ok=False, present=True, path=path)
 

@@ -41,6 +41,8 @@ for name in modules:
         results[name] = {"ok": True, "seconds": round(time.perf_counter() - t0, 3),
                          "version": getattr(mod, "__version__", None) if "." not in name else None,
                          "file": getattr(mod, "__file__", None)}
+    except KeyboardInterrupt:  # Ctrl-C, TERM and HUP reach probes as SIGINT: stop now
+        raise
     except BaseException as exc:  # SystemExit and friends from a broken package count too
         info = describe_exception(exc)
         info["ok"] = False
@@ -72,6 +74,8 @@ if "vllm" in sys.modules and "transformers" in sys.modules:
                                       unk_token="<unk>")
         get_cached_tokenizer(tok)
         checks["vllm_tokenizer"] = {"ok": True}
+    except KeyboardInterrupt:  # Ctrl-C, TERM and HUP reach probes as SIGINT: stop now
+        raise
     except BaseException as exc:
         info = describe_exception(exc)
         info["ok"] = False

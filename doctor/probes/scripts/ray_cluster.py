@@ -40,15 +40,21 @@ try:
         node = {"node_id": n["NodeID"], "ip": n.get("NodeManagerAddress"), "head": "node:__internal_head__" in (n.get("Resources") or {})}
         try:
             node.update(ray.get(ref, timeout=max(5.0, timeout - (time.perf_counter() - t0))))
+        except KeyboardInterrupt:  # Ctrl-C, TERM and HUP reach probes as SIGINT: stop now
+            raise
         except BaseException as exc:  # noqa: BLE001
             node["error"] = describe_exception(exc)
         out["nodes"].append(node)
     out["ok"] = True
+except KeyboardInterrupt:  # Ctrl-C, TERM and HUP reach probes as SIGINT: stop now
+    raise
 except BaseException as exc:  # noqa: BLE001
     out["error"] = describe_exception(exc)
 finally:
     try:
         ray.shutdown()  # disconnects this driver only; the cluster keeps running
+    except KeyboardInterrupt:  # Ctrl-C, TERM and HUP reach probes as SIGINT: stop now
+        raise
     except BaseException:
         pass
 out["seconds"] = round(time.perf_counter() - t0, 3)
