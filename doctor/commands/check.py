@@ -40,19 +40,24 @@ def _recheck(args) -> int:
             raise UsageError(f"--facts replays recorded facts: {flag} does not apply (nothing is probed)")
     result = recheck_facts(args.facts, stack_name=args.stack, lockfile=Path(args.lock) if args.lock else None,
                            no_gpu=args.no_gpu)
-    _render(result, args)
-    return exit_code(result, args.strict)
+    crashed = _render(result, args)
+    return crashed if crashed is not None else exit_code(result, args.strict)
 
 
-def _render(result, args) -> None:
+def _render(result, args) -> int | None:
+    """The report on stdout (JSON or text); the exit code when the text renderer crashed."""
     if args.json:
         from doctor.report import json_report
 
         sys.stdout.write(json_report.render(result) + "\n")
-    else:
-        from doctor.report import text
+        return None
+    from doctor.report import text
 
+    try:
         text.render(result, verbose=args.verbose)
+    except Exception as exc:  # noqa: BLE001 - the doctor's own bug must not hide what it found
+        return _report_crashed("text", exc, result, args.strict)
+    return None
 
 
 def _report_crashed(kind: str, exc: Exception, result, strict: bool) -> int:
@@ -118,17 +123,9 @@ def run_check(args) -> int:
         from doctor.findings import report_order
 
         result.findings.sort(key=report_order)
-    if args.json:
-        from doctor.report import json_report
-
-        sys.stdout.write(json_report.render(result) + "\n")
-    else:
-        from doctor.report import text
-
-        try:
-            text.render(result, verbose=args.verbose)
-        except Exception as exc:  # noqa: BLE001 - the doctor's own bug must not hide what it found
-            return _report_crashed("text", exc, result, args.strict)
+    crashed = _render(result, args)
+    if crashed is not None:
+        return crashed
     if html_out is not None:
         from doctor.report.html_report import write
 

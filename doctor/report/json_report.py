@@ -19,8 +19,8 @@ def to_document(result) -> dict:
         "checks": [c.to_dict() for c in result.checks],
         "probes": {n: {"ok": r.ok, "error": r.error, "cached": r.cached} for n, r in result.probes.items()},
         "facts": facts,
-        "skipped": getattr(result, "skipped", {}),
-        "no_gpu": getattr(result, "no_gpu", False),
+        "skipped": result.skipped,
+        "no_gpu": result.no_gpu,
         "timings": result.timings,
     }
 

@@ -26,7 +26,7 @@ def render(result, console: Console | None = None, verbose: bool = False) -> Non
     t = result.facts.get("python", {})
     console.print(f"[bold]verl-doctor[/] · target {escape(result.python)} (Python {t.get('version')}, "
                   f"{len(result.facts.get('distributions', {}))} distributions)")
-    if getattr(result, "replayed_from", None):
+    if result.replayed_from:
         console.print(f"[dim]facts recorded in {escape(result.replayed_from)}, judged by this doctor; nothing was probed[/]")
     by_id = {f.id: f for f in result.findings}
     consequences: dict[str, list] = {}
@@ -63,7 +63,7 @@ def render(result, console: Console | None = None, verbose: bool = False) -> Non
     errors = sum(f.severity == "error" for f in roots)
     warnings = sum(f.severity == "warning" for f in roots)
     caused = len(result.findings) - len(roots)
-    cached = [] if getattr(result, "replayed_from", None) else result.timings.get("cached") or []
+    cached = [] if result.replayed_from else result.timings.get("cached") or []
     took = result.timings.get("collect_s", 0) + result.timings.get("rules_s", 0)
     colour = "red" if errors else "yellow" if warnings else "green"
     console.print(f"\n[bold {colour}]{errors} error(s), {warnings} warning(s)[/]"

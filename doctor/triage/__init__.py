@@ -34,9 +34,9 @@ def spec() -> dict:
         "leading": re.compile("^(?:" + "|".join("(?:" + p.replace(r"\s", r"[ \t]").lstrip("^") + ")"
                                                   for p in raw["line_prefixes"][1:]) + ")+", re.M),
         "completion": list(raw["completion_markers"]),
-        "markers": [(m["name"], re.compile(m["pattern"])) for m in raw["failure_markers"]],
         "benign": re.compile("|".join(f"(?:{b['pattern']})" for b in raw.get("benign_lines", [])) or "(?!)"),
-        "markers_m": [(m["name"], re.compile(m["pattern"], re.M)) for m in raw["failure_markers"]],
+        # re.M: the same patterns serve one line and the whole joined text
+        "markers": [(m["name"], re.compile(m["pattern"], re.M)) for m in raw["failure_markers"]],
         "signatures": sigs,
     }
 
@@ -72,20 +72,6 @@ def clean_lines(text: str, sp: dict) -> list[str]:
     return [ln.rstrip("\r") for ln in lines]
 
 
-def _clean(line: str, prefixes) -> str:
-    ansi, *leading = prefixes
-    if "[" in line:
-        line = ansi.sub("", line)
-    changed = True
-    while changed:  # a Ray prefix may follow a docker-compose one
-        changed = False
-        for rx in leading:
-            m = rx.match(line)
-            if m and m.end():
-                line, changed = line[m.end():], True
-    return line.rstrip("\r")
-
-
 def _short(text: str, n: int = 240) -> str:
     text = text.strip()
     return text if len(text) <= n else text[: n - 1] + "…"
@@ -119,7 +105,7 @@ def triage_text(text: str, path: str, python: str = "python") -> Triage:
     benign = _benign_lines(lines, start) | {i for i, _ in _scan(lines).matching(sp["benign"], start)}
     region = [i for i in range(start, len(lines)) if i not in benign]
     in_region = set(region)
-    markers = sorted((i, name) for name, rx in sp["markers_m"] for i, _ in _scan(lines).matching(rx, start)
+    markers = sorted((i, name) for name, rx in sp["markers"] for i, _ in _scan(lines).matching(rx, start)
                      if i in in_region)
     fatal_hits = _match(lines, region, [s for s in sp["signatures"] if s.get("fatal")])
     failed = not completed and bool(markers or (last_step_idx is None and fatal_hits))
@@ -144,7 +130,6 @@ def triage_text(text: str, path: str, python: str = "python") -> Triage:
     return t
 
 
-_TRACEBACK = re.compile(r"^\s*Traceback \(most recent call last\):")
 _TRACEBACK_M = re.compile(r"^[ \t]*Traceback \(most recent call last\):", re.M)
 _EXC_LINE = re.compile(r"^\s*(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b")
 
@@ -273,7 +258,7 @@ def _unrecognized(lines: list[str], start: int, markers: list[tuple[int, str]]) 
             if fm:
                 frames.append((j, fm))
                 continue
-            if frames and re.match(r"^\s*(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b", lines[j]):
+            if frames and _EXC_LINE.match(lines[j]):
                 exc_idx = j
                 break
         message = _short(lines[exc_idx], 160) if exc_idx is not None else "traceback without an exception line"

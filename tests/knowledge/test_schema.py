@@ -64,7 +64,7 @@ def test_the_cli_reports_a_broken_file_in_one_line(tmp_path):
 
 
 def test_sources_that_name_a_file_of_this_repo_name_one_that_exists():
-    """A user can open what a source cites: repo paths in knowledge sources exist (not ../shared)."""
+    """A user can open what a source cites: repo paths in knowledge sources exist in this repository."""
     import re
 
     cited = set()
