@@ -221,6 +221,13 @@ def recheck_facts(path: str, *, stack_name: str | None = None, lockfile: Path | 
     ctx.reference = reference_pins(facts, ctx.stack, lockfile, lock)
     t0 = time.perf_counter()
     findings, checks = evaluate(facts, ctx)
+    if isinstance(facts.get("dryrun"), dict):  # a check --recipe: its dry run is judged again too
+        from doctor.findings import report_order
+        from doctor.rules.dryrun import evaluate_dry_run
+
+        more, more_checks = evaluate_dry_run(facts["dryrun"], facts["dryrun"].get("recipe") or "RECIPE", python)
+        findings = sorted(findings + more, key=report_order)
+        checks = checks + more_checks
     return CheckResult(python=python, facts=facts, probes=probes, findings=findings, checks=checks,
                        timings={"probes": {}, "cached": [], "collect_s": 0.0, "rules_s": round(time.perf_counter() - t0, 3)},
                        skipped=skipped, replayed_from=path, no_gpu=no_gpu)

@@ -75,6 +75,23 @@ def _report_crashed(kind: str, exc: Exception, result, strict: bool) -> int:
     return code if code == ExitCode.PROBLEMS else ExitCode.INCOMPLETE
 
 
+def _dry_run(python: str, args, result) -> list:
+    """The trainer's path on CPU for --recipe (its checks join the result; --fast skips it)."""
+    from doctor.results import Check, Status
+
+    if args.fast:
+        result.checks.append(Check("dry run of the trainer", "trainer", Status.SKIPPED, why="skipped by --fast"))
+        return []
+    from doctor.recipes.catalog import load, resolve
+    from doctor.recipes.run import dry_run
+
+    recipe = load(args.recipe)
+    dry, findings, checks = dry_run(recipe, resolve(recipe), python, show=not args.json)
+    result.checks.extend(checks)
+    result.facts["dryrun"] = dry
+    return findings
+
+
 def run_check(args) -> int:
     if args.facts:
         return _recheck(args)
@@ -120,6 +137,7 @@ def run_check(args) -> int:
         lint = lint_recipe(python, args.recipe)
         result.findings.extend(lint.findings)
         result.checks.extend(lint.checks)
+        result.findings.extend(_dry_run(python, args, result))
         from doctor.findings import report_order
 
         result.findings.sort(key=report_order)

@@ -80,6 +80,9 @@ SCHEMAS: dict[str, Any] = {
     "ray": {"temp_root": Map(Any), "address_file": TEXT, "session_latest": TEXT, "socket_path": Map(Any),
             "liveness": Map(Any), "head_probe": Map(Any), "size_walk": Map(Any), "protobuf": Map(Any),
             "imports": {"modules": [TEXT], "finding": TEXT}, "smoke": Map(Any)},
+    "dryrun": {"deadline_s": NUMBER, "next_on_gpu": TEXT,
+               "steps": [{"id": TEXT, "title": TEXT, "where": ("driver", "ray", "task"), "follows": TEXT,
+                          "optional?": bool}]},
     "stack": {
         "name": TEXT, "default?": bool, "description": TEXT, "python": [TEXT], "platform": TEXT,
         "exclude_newer": TEXT, "requirements": [TEXT],

@@ -51,11 +51,13 @@ class TargetProbe:
     args: Callable[[], list[str]] = field(default=lambda: [])
     # Keys of the probe's output that are facts of their own (and skipped along with the probe).
     provides: tuple[str, ...] = ()
-    # Where `scripts` live (recipes/scripts for the recipe scripts); the prelude is always this one's.
+    # Where `scripts` live (recipes/scripts for the recipe scripts); the prelude and the libraries
+    # (ray_private.py) are always this folder's.
     script_dir: Path = SCRIPTS
 
     def source(self) -> str:
-        parts = [SCRIPTS / "_prelude.py", *(self.script_dir / s for s in self.scripts)]
+        parts = [SCRIPTS / "_prelude.py"]
+        parts += [self.script_dir / s if (self.script_dir / s).is_file() else SCRIPTS / s for s in self.scripts]
         return "\n".join(p.read_text() for p in parts)
 
 
@@ -70,7 +72,7 @@ TARGET_PROBES = {
         # GPU architectures in the compiled libraries (fatbin headers only: ~0.4 s for 2 GB cold).
         TargetProbe("kernels", ("fatbin.py", "kernels.py"), budget_s=60, deep=True,
                     args=lambda: [_kernel_libraries()]),
-        TargetProbe("ray_smoke", ("ray_smoke.py",), budget_s=90, deep=True, args=lambda: _ray_smoke_args()),
+        TargetProbe("ray_smoke", ("ray_private.py", "ray_smoke.py"), budget_s=90, deep=True, args=lambda: _ray_smoke_args()),
     ]
 }
 

@@ -27,9 +27,12 @@ def build_parser() -> Parser:
     r.add_argument("--quick", action="store_true", help="the recipe's quick mode (max_steps)")
     r.add_argument("--out", metavar="DIR", help="output directory (default: runs/<recipe>-<time>)")
     r.add_argument("--preflight-only", action="store_true")
+    r.add_argument("--dry-run", action="store_true",
+                   help="run verl's own trainer path on CPU up to its first GPU call (config, Ray, TaskRunner, "
+                        "tokenizer, dataset, dataloader, reward), then stop")
     pf = r.add_mutually_exclusive_group()
     pf.add_argument("--preflight-fast", action="store_true",
-                    help="the preflight's doctor check without its deep probes (GPU, model, data and config are still checked)")
+                    help="the preflight without its deep probes and without the dry run of the trainer (GPU, model, data and config are still checked)")
     pf.add_argument("--skip-preflight", action="store_true",
                     help="start the trainer without any preflight (you vouch for the machine)")
     r.add_argument("--json", action="store_true")

@@ -178,6 +178,54 @@ def _target_preflight(python: str, model_path: str | None, files: dict) -> dict:
     return (r.data or {}) if r.ok else {"error": r.error}
 
 
+def dry_run(recipe: dict, res: dict, python: str, show: bool = True) -> tuple[dict, list, list]:
+    """The trainer's path on CPU (recipes/dryrun.py) with live progress on stderr: (facts, findings,
+    checks). A rich status line on a terminal; otherwise one line per step as it starts."""
+    from doctor.recipes.dryrun import run_dry_run
+    from doctor.rules.dryrun import evaluate_dry_run
+
+    status = None
+    seen: list[str] = []
+
+    def progress(title: str, seconds: float) -> None:
+        if status is not None:
+            status.update(f"dry run: {title} ({seconds:.0f} s)")
+        elif show and (not seen or seen[-1] != title):
+            seen.append(title)
+            sys.stderr.write(f"[dry run] {seconds:5.1f} s  {title}\n")
+            sys.stderr.flush()
+
+    if show and sys.stderr.isatty():
+        from rich.console import Console
+
+        status = Console(stderr=True).status("dry run: starting the target")
+        status.start()
+    try:
+        dry = run_dry_run(python, res, progress=progress)
+        dry["recipe"] = recipe["name"]
+    finally:
+        if status is not None:
+            status.stop()
+    findings, checks = evaluate_dry_run(dry, recipe["name"], python)
+    return dry, findings, checks
+
+
+def _dry_run_check(dry: dict, findings: list, recipe: dict, python: str) -> PreflightCheck:
+    from doctor.recipes.dryrun import next_on_gpu
+
+    if dry.get("ok"):
+        return PreflightCheck("trainer on CPU", True, f"verl's trainer path passes up to its first GPU call "
+                              f"({dry.get('seconds')} s); next: {next_on_gpu(dry)}")
+    if not dry.get("steps"):
+        return PreflightCheck("trainer on CPU", False, f"the dry run could not run: {dry.get('error')}",
+                              runnable(f"recipes run {recipe['name']} --dry-run --python {python}"))
+    errors = [f for f in findings if f.severity == "error"]
+    head = errors[0] if errors else None
+    return PreflightCheck("trainer on CPU", False, head.title if head else "a step failed",
+                          (head.fix.commands[0] if head and head.fix.commands else None) or
+                          runnable(f"recipes run {recipe['name']} --dry-run --python {python}"))
+
+
 def preflight(recipe: dict, res: dict, python: str, say=None, fast: bool = False) -> list[PreflightCheck]:
     from doctor.engine import run_check
     from doctor.recipes.lint import lint_recipe
@@ -212,6 +260,10 @@ def preflight(recipe: dict, res: dict, python: str, say=None, fast: bool = False
     config = lint.ctx.config if lint is not None and lint.ctx is not None else None
     checks.insert(1, _gpu_check(result.facts.get("gpu") or {}, recipe["hardware"], recipe["name"], config))
     checks.extend(_model_checks(recipe, res))
+    if not fast:  # the trainer's own path on CPU (~50 s on 2 cores): deep, like the check's probes
+        say("the trainer's path on CPU (dry run) …")
+        dry, dry_findings, _ = dry_run(recipe, res, python, show=False)
+        checks.append(_dry_run_check(dry, dry_findings, recipe, python))
     say("tokenizer and data in the target …")
     tp = _target_preflight(python, res["model_path"] if res["model_local"] else None, res["files"])
     if "error" in tp:
@@ -430,6 +482,23 @@ def _print_preflight(checks: list[PreflightCheck], stream) -> None:
     stream.flush()
 
 
+def _dry_run_only(recipe: dict, res: dict, python: str, args) -> int:
+    """`recipes run NAME --dry-run`: exit 0 the CPU path passes, 1 a step failed, 3 it could not run."""
+    from doctor.recipes.dryrun import next_on_gpu, render_text
+
+    dry, findings, checks = dry_run(recipe, res, python, show=not args.json)
+    code = ExitCode.OK if dry.get("ok") else ExitCode.PROBLEMS if dry.get("steps") else ExitCode.INCOMPLETE
+    if args.json:
+        sys.stdout.write(json.dumps({"recipe": recipe["name"], "python": python, "status": "passed" if dry.get("ok") else
+                                     "failed" if dry.get("steps") else "could-not-run", "exit_code": int(code),
+                                     "next_on_gpu": next_on_gpu(dry), "dry_run": dry,
+                                     "findings": [f.to_dict() for f in findings],
+                                     "checks": [c.to_dict() for c in checks]}, indent=1, default=str) + "\n")
+    else:
+        render_text(dry, findings, recipe["name"], python)
+    return code
+
+
 def run_recipe(args) -> int:
     from doctor.target import resolve_python
 
@@ -439,6 +508,8 @@ def run_recipe(args) -> int:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = Path(args.out or Path("runs") / f"{recipe['name']}{'-quick' if args.quick else ''}-{stamp}")
     info = sys.stderr if args.json else sys.stdout
+    if args.dry_run:
+        return _dry_run_only(recipe, res, python, args)
     # "out" is set once the folder exists: a preflight that stops the run creates nothing.
     summary = {"recipe": recipe["name"], "mode": "quick" if args.quick else "full", "python": python,
                "out": None, "preflight": None}

@@ -130,6 +130,18 @@ def triage_text(text: str, path: str, python: str = "python") -> Triage:
     return t
 
 
+def causes_in_text(text: str, python: str = "python", **known) -> list[Finding]:
+    """The causes the signature table names in one error text (an exception, a traceback from a
+    step of the dry run): its fatal root causes, else its symptoms; nothing when none is known.
+    `known` are facts the caller has (verl's version) in place of a signature's placeholders."""
+    sp = spec()
+    lines = clean_lines(text, sp)
+    hits = _match(lines, range(len(lines)), [s for s in sp["signatures"] if s.get("fatal")])
+    causes = [h for h in hits if not h["sig"].get("symptom")]
+    return _findings(causes or hits, lines, then=[h for h in hits if h["sig"].get("symptom")] if causes else None,
+                     severity="error", python=python, known=known)
+
+
 _TRACEBACK_M = re.compile(r"^[ \t]*Traceback \(most recent call last\):", re.M)
 _EXC_LINE = re.compile(r"^\s*(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b")
 
@@ -230,14 +242,15 @@ class _Safe(dict):
 
 
 def _findings(hits: list[dict], lines: list[str], then: list[dict] | None = None,
-              severity: str | None = None, python: str = "python") -> list[Finding]:
+              severity: str | None = None, python: str = "python", known: dict | None = None) -> list[Finding]:
     out = []
     for n, h in enumerate(hits):
         sig = h["sig"]
         groups = _Safe(h["groups"])
         defaults = {k: v.format_map(groups) if isinstance(v, str) and "{" in v else v
                     for k, v in (sig.get("params") or {}).items()}
-        params = {**defaults, "python": python, "message": _short(lines[h["lines"][0]], 160), **h["groups"]}
+        params = {**defaults, **(known or {}), "python": python, "message": _short(lines[h["lines"][0]], 160),
+                  **h["groups"]}
         ev = _evidence(lines, h["lines"])
         if n == 0 and then:
             for s in then:

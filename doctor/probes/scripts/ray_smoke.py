@@ -1,11 +1,6 @@
-# Ray smoke test in the target: a private Ray instance under a short temporary RAY_TMPDIR, one task,
-# shutdown, temp dir removed. It never joins an existing cluster (address="local", RAY_ADDRESS unset)
-# and only ever signals processes that carry its own temp dir (in their environment or command line).
+# Ray smoke test in the target: a private Ray instance (ray_private.py: its own short RAY_TMPDIR,
+# never an existing cluster), one task, shutdown, temp dir removed.
 # argv: [temp prefix, deadline seconds, log files (comma list), tail lines]
-import glob
-import shutil
-import signal
-import tempfile
 import threading
 import time
 
@@ -14,77 +9,14 @@ deadline = float(_sys.argv[2]) if len(_sys.argv) > 2 else 75.0
 log_names = (_sys.argv[3] if len(_sys.argv) > 3 else "raylet.out,raylet.err,gcs_server.err").split(",")
 tail_n = int(_sys.argv[4]) if len(_sys.argv) > 4 else 15
 
-tmp = tempfile.mkdtemp(prefix=_os.path.basename(prefix), dir=_os.path.dirname(prefix) or "/tmp")
-_os.environ["RAY_TMPDIR"] = tmp
-_os.environ.pop("RAY_ADDRESS", None)
+tmp = private_ray_dir(prefix)
 result = {"temp_dir": tmp, "stage": "start", "ok": False, "seconds": {}}
 done = threading.Event()
 lock = threading.Lock()
 
 
-def own_pids():
-    """Processes started by this smoke test: our temp dir in their environment or command line."""
-    me = _os.getpid()
-    mark_env = ("RAY_TMPDIR=" + tmp).encode()
-    mark = tmp.encode()
-    out = []
-    for p in _os.listdir("/proc"):
-        if not p.isdigit() or int(p) == me:
-            continue
-        try:
-            with open("/proc/%s/cmdline" % p, "rb") as fh:
-                cmd = fh.read()
-            env = b""
-            try:
-                with open("/proc/%s/environ" % p, "rb") as fh:
-                    env = fh.read()
-            except OSError:
-                pass
-            if mark_env in env.split(b"\0") or mark + b"/" in cmd:
-                out.append(int(p))
-        except OSError:
-            continue
-    return out
-
-
-def log_tails():
-    tails = {}
-    for name in log_names:
-        for path in sorted(glob.glob(_os.path.join(tmp, "ray", "session_*", "logs", name)))[-1:]:
-            try:
-                with open(path, errors="replace") as fh:
-                    lines = fh.read().splitlines()[-tail_n:]
-                if lines:
-                    tails[name] = lines
-            except OSError:
-                pass
-    for path in sorted(glob.glob(_os.path.join(tmp, "ray", "session_*", "logs", "python-core-driver-*.log")))[-1:]:
-        try:
-            with open(path, errors="replace") as fh:
-                lines = [ln for ln in fh.read().splitlines() if " E " in ln or " F " in ln or "rror" in ln][-tail_n:]
-            if lines:
-                tails[_os.path.basename(path)] = lines
-        except OSError:
-            pass
-    return tails
-
-
 def cleanup():
-    killed = []
-    for _ in range(3):
-        pids = own_pids()
-        if not pids:
-            break
-        for pid in pids:
-            try:
-                _os.kill(pid, signal.SIGKILL)
-                killed.append(pid)
-            except OSError:
-                pass
-        time.sleep(0.3)
-    result["killed_leftovers"] = sorted(set(killed))
-    shutil.rmtree(tmp, ignore_errors=True)
-    result["temp_removed"] = not _os.path.exists(tmp)
+    result["killed_leftovers"], result["temp_removed"] = remove_private_ray(tmp)
 
 
 def finish(reason=None):
@@ -94,7 +26,7 @@ def finish(reason=None):
         if reason:
             result["error"] = {"type": "Timeout", "message": reason, "chain": []}
         if not result["ok"]:
-            result["logs"] = log_tails()
+            result["logs"] = ray_log_tails(tmp, log_names, tail_n)
         cleanup()
         done.set()
         emit_and_exit(result)  # cleanup() above already stopped and removed everything

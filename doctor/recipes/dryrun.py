@@ -1,0 +1,169 @@
+"""The reference run on CPU: verl's own trainer path up to its first GPU call (scripts/dryrun.py
+runs it in the target), for `recipes run NAME --dry-run`, the run's preflight and `doctor check
+--recipe`. The steps' facts go to rules/dryrun.py; this module runs the script, shows its progress
+and writes the stand-in model's folder (removed afterwards)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+from doctor import knowledge
+from doctor.probes import ProbeResult, TargetProbe, run_target_probe
+
+SCRIPTS = Path(__file__).parent / "scripts"
+
+
+def steps_known() -> list[dict]:
+    return knowledge.load("dryrun")["steps"]
+
+
+def _events(path: Path) -> list[dict]:
+    out = []
+    try:
+        for line in path.read_text().splitlines():
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                pass
+    except OSError:
+        pass
+    return out
+
+
+def run_dry_run(python: str, res: dict, progress: Callable[[str, float], None] | None = None,
+                scale: float = 1.0) -> dict:
+    """The dry run's facts: {"ok", "steps": [...], "next_on_gpu", "stand_in", ...} or {"ok": False,
+    "error"} when the script itself could not run. `res` is catalog.resolve()'s output; a model that
+    is not on this machine is replaced by a tiny stand-in the target writes (labelled in the facts)."""
+    k = knowledge.load("dryrun")
+    work = Path(tempfile.mkdtemp(prefix="verl-doctor-dryrun-"))
+    events = work / "events.jsonl"
+    overrides = list(res["overrides"])
+    stand_in = None
+    if not res["model_local"]:
+        stand_in = str(work / "stand-in-model")
+        overrides = [o.replace(res["model_path"], stand_in) if o.split("=", 1)[1:] == [res["model_path"]] else o
+                     for o in overrides]
+    arg = json.dumps({"overrides": overrides, "events": str(events), "stand_in": stand_in,
+                      "train_file": res["files"]["train"], "temp_prefix": knowledge.load("ray")["smoke"]["temp_prefix"],
+                      "deadline_s": k["deadline_s"] * scale})
+    probe = TargetProbe("dryrun", ("ray_private.py", "dryrun.py"), k["deadline_s"] * scale + 30, True,
+                        args=lambda: [arg], script_dir=SCRIPTS)
+    box: dict[str, ProbeResult] = {}
+    worker = threading.Thread(target=lambda: box.setdefault("r", run_target_probe(probe, python)), daemon=True)
+    t0 = time.monotonic()
+    worker.start()
+    try:
+        while worker.is_alive():
+            worker.join(0.25)
+            if progress is not None:
+                running = [e for e in _events(events) if e["state"] == "start"]
+                progress(running[-1].get("title") or running[-1]["step"] if running else "starting the target",
+                         time.monotonic() - t0)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    r = box["r"]
+    if not r.ok:
+        return {"ok": False, "error": r.error, "steps": [], "seconds": round(r.seconds, 2)}
+    data = dict(r.data or {})
+    titles = {k["id"]: k["title"] for k in k["steps"]}
+    order = {k["id"]: n for n, k in enumerate(k["steps"])}
+    for st in data.get("steps") or []:
+        st["title"] = titles.get(st["name"], st["title"])
+    # The order verl's trainer reaches them in the knowledge's list (0.3 builds its dataset inside
+    # _create_dataloader: reported where 0.4 builds it, before).
+    data["steps"] = sorted(data.get("steps") or [], key=lambda st: order.get(st["name"], len(order)))
+    data["ok"] = bool(data.get("reached_gpu"))
+    data["seconds"] = round(r.seconds, 2)
+    data["stand_in_for"] = res["model_path"] if stand_in else None
+    return data
+
+
+def step_summary(step: dict) -> str:
+    """One line of what a step found, from its detail."""
+    d = step.get("detail") or {}
+    name = step["name"]
+    if name == "stand-in" and d:
+        return f"vocab {d.get('vocab')}, trained on {d.get('texts')} prompts of the recipe's data (removed afterwards)"
+    if name == "config" and d:
+        return f"{d.get('overrides')} override(s) on {d.get('config_dir')}/ppo_trainer.yaml"
+    if name == "model" and d:
+        return f"{d.get('class')}, {d.get('vocab')} tokens, eos {d.get('eos')!r}, pad {d.get('pad')!r}"
+    if name == "ray" and d:
+        env = ", ".join(sorted(k for k in (d.get("runtime_env") or {}) if not k.startswith("__")))
+        return f"num_cpus={d.get('num_cpus') or 'all'}; runtime_env env_vars: {env or 'none'}"
+    if name == "reward-manager" and d:
+        return str(d.get("class"))
+    if name == "dataset" and d:
+        return ", ".join(f"{Path(k).name}: {v} rows" for k, v in d.items())
+    if name == "dataloader" and d:
+        line = (f"{d.get('train_rows')} rows ÷ {d.get('batch_size')} = {d.get('batches_per_epoch')} batches per epoch "
+                f"({d.get('rows_dropped_per_epoch')} rows dropped)")
+        if epochs_decide(d):
+            return line + f", × {d.get('epochs')} epochs = {d.get('total_training_steps')} steps"
+        return line + f"; trainer.total_training_steps={d.get('total_training_steps')} ends the run first"
+    if name == "batch" and d:
+        shapes = d.get("shapes") or {}
+        return ", ".join(f"{k} {v}" for k, v in shapes.items() if len(v) > 1) or f"{len(d.get('keys') or [])} keys"
+    if name == "reward" and d:
+        if d.get("skipped"):
+            return str(d["skipped"])
+        return (f"{d.get('data_source')}: {str(d.get('function')).rsplit('.', 1)[-1]} scores the right answer "
+                f"{d.get('right_answer')}, a wrong one {d.get('wrong_answer')}")
+    return ""
+
+
+def epochs_decide(d: dict) -> bool:
+    """Whether the run's length is batches per epoch × epochs (else trainer.total_training_steps)."""
+    return d.get("total_training_steps") == (d.get("batches_per_epoch") or 0) * (d.get("epochs") or 0)
+
+
+def next_on_gpu(dry: dict) -> str | None:
+    nxt = dry.get("next_on_gpu")
+    if not nxt:
+        return None
+    return knowledge.load("dryrun")["next_on_gpu"].format(gpus=nxt.get("resource_pool"), rollout=nxt.get("rollout"),
+                                                          tp=nxt.get("tp"))
+
+
+def render_text(dry: dict, findings: list, recipe: str, python: str, out=None) -> None:
+    import sys
+
+    from rich.console import Console
+    from rich.markup import escape
+
+    from doctor.report.text import render_finding
+
+    console = Console(file=out or sys.stdout, highlight=False, soft_wrap=True)
+    console.print(f"[bold]recipes run {escape(recipe)} --dry-run[/] · verl {dry.get('verl') or '?'} in {escape(python)}")
+    if dry.get("stand_in_for"):
+        console.print(f"  [dim]{escape(str(dry['stand_in_for']))} is not on this machine: the tokenizer and model config "
+                      "are a tiny Qwen2 stand-in written by the target's transformers[/]")
+    if not dry.get("steps"):
+        console.print(f"[bold yellow]the dry run could not run:[/] {escape(str(dry.get('error')))}")
+        return
+    marks = {"ok": "[green]✓[/]", "failed": "[red]✗[/]", "running": "[yellow]…[/]"}
+    for s in dry["steps"]:
+        summary = step_summary(s)
+        console.print(f"  {marks.get(s['status'], '?')} {s['seconds']:6.1f} s  {escape(s['title'])}"
+                      + (f"[dim] — {escape(summary)}[/]" if summary else ""))
+    reached = {s["name"] for s in dry["steps"]}
+    if any(s["status"] == "failed" for s in dry["steps"]):
+        rest = [k["title"] for k in steps_known() if k["id"] not in reached and not k.get("optional")
+                and k["id"] != "stand-in"]
+        if rest:
+            console.print(f"  [dim]-          not reached: {escape('; '.join(rest))}[/]")
+    for f in findings:
+        render_finding(console, f)
+    nxt = next_on_gpu(dry)
+    if dry.get("ok"):
+        console.print(f"\n[bold green]the trainer's CPU path passes[/] ({dry.get('seconds')} s); next, on a GPU: {escape(nxt or '?')}")
+    else:
+        failed = [s for s in dry["steps"] if s["status"] == "failed"]
+        console.print(f"\n[bold red]the trainer fails on CPU[/] at: {escape(failed[0]['title'] if failed else '?')}")

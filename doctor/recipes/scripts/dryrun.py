@@ -1,0 +1,387 @@
+# Runs INSIDE the target interpreter (prepended with probes/scripts/_prelude.py and ray_private.py):
+# the trainer's own path on CPU, up to its first call that needs a GPU. Nothing here copies verl:
+# the script composes the config as @hydra.main(config_path="config", config_name="ppo_trainer")
+# does, then calls verl.trainer.main_ppo.main(config) itself (Hydra's decorator passes a given
+# config straight to the function), so every era runs its own code:
+#   0.2.x   main -> run_ppo -> ray.init -> main_task.remote(config)    (a Ray task)
+#   0.3/0.4 main -> run_ppo -> ray.init -> TaskRunner.remote().run(config)  (a Ray actor)
+# and inside it copy_to_local / copy_local_path_from_hdfs, hf_tokenizer, the worker classes, the
+# reward manager, RLHFDataset, RayPPOTrainer._validate_config and ._create_dataloader, until
+# RayPPOTrainer.init_workers(): the first call that needs GPUs (it asks Ray for placement groups
+# of trainer.n_gpus_per_node x trainer.nnodes GPUs, then the workers load the model and vLLM).
+#
+# Only two things are changed, and only for the dry run:
+#   - ray.init joins no existing cluster: it starts a private instance (ray_private.py) with the
+#     arguments verl passes (runtime_env, num_cpus), plus a worker setup hook;
+#   - that hook, in the Ray worker that runs the TaskRunner, wraps verl's step functions to time
+#     them and replaces RayPPOTrainer.init_workers with: take the first batch from verl's own train
+#     dataloader, score one real row with the reward manager's compute_score, stop.
+# Each step writes an event line (JSON) to argv's "events" file, which the doctor reads live.
+# argv[1]: JSON {"overrides": [...], "events": path, "stand_in": dir|null, "train_file": path,
+#                "temp_prefix": str, "deadline_s": float}
+import threading
+import time
+
+_req = _json.loads(_sys.argv[1])
+EVENTS = _req["events"]
+DEADLINE = float(_req.get("deadline_s") or 300)
+result = {"verl": None, "entry": None, "steps": [], "stand_in": None, "ray": {}, "next_on_gpu": None,
+          "reached_gpu": False, "error": None}
+_done = threading.Event()
+_lock = threading.Lock()
+_tmp = None
+
+
+def event(step, state, **kw):
+    rec = {"step": step, "state": state, "t": time.time(), "pid": _os.getpid()}
+    rec.update(kw)
+    with open(EVENTS, "a") as fh:
+        fh.write(_json.dumps(rec, default=str) + "\n")
+
+
+def read_events():
+    out = []
+    try:
+        with open(EVENTS) as fh:
+            for line in fh:
+                try:
+                    out.append(_json.loads(line))
+                except ValueError:
+                    pass
+    except OSError:
+        pass
+    return out
+
+
+def assemble(events, failure):
+    """Steps from the event lines: each has a start and an end or a failure. A step that started and
+    never ended is the one that was running when the failure came (or it ended when the next one
+    started: the "workers" phase has no call of its own to wrap)."""
+    steps = {}
+    order = []
+    for ev in events:
+        if ev["state"] == "stop":
+            continue
+        name = ev["step"]
+        if name not in steps:
+            steps[name] = {"name": name, "title": ev.get("title") or name, "status": "running", "start": ev["t"],
+                           "end": None, "detail": {}, "error": None}
+            order.append(name)
+        st = steps[name]
+        if ev["state"] == "start":
+            for other in order[:-1]:
+                o = steps[other]
+                if o["status"] == "running" and o.get("implicit"):
+                    o["status"], o["end"] = "ok", ev["t"]
+            st["implicit"] = st.get("implicit") or ev.get("implicit", False)
+        elif ev["state"] == "end":
+            st["status"], st["end"] = "ok", ev["t"]
+            st["detail"].update(ev.get("detail") or {})
+        elif ev["state"] == "fail":
+            st["status"], st["end"], st["error"] = "failed", ev["t"], ev.get("error")
+        elif ev["state"] == "warn":
+            st["detail"].update(ev.get("detail") or {})
+            st["warning"] = ev.get("message")
+    running = [n for n in order if steps[n]["status"] == "running"]
+    if failure is not None:
+        failed = [n for n in order if steps[n]["status"] == "failed"]
+        target = running[-1] if running else (None if failed else (order[-1] if order else None))
+        if target is not None:
+            steps[target]["status"], steps[target]["error"] = "failed", failure
+            steps[target]["end"] = time.time()
+        for n in failed:  # the wrapped call's own description is the precise one; keep the outer text too
+            steps[n].setdefault("outer", failure)
+    for n in running:
+        if steps[n]["status"] == "running":
+            steps[n]["status"] = "ok" if failure is None else "failed"
+            steps[n]["end"] = steps[n]["end"] or time.time()
+    out = []
+    for n in order:
+        st = steps[n]
+        st["seconds"] = round((st["end"] or st["start"]) - st["start"], 3)
+        del st["start"], st["end"]
+        st.pop("implicit", None)
+        out.append(st)
+    return out
+
+
+def finish(failure=None):
+    with _lock:
+        if _done.is_set():
+            return
+        _done.set()
+        result["steps"] = assemble(read_events(), failure if not result["reached_gpu"] else None)
+        if _tmp is not None:
+            if not result["reached_gpu"]:
+                result["ray"]["logs"] = ray_log_tails(_tmp, ["raylet.err", "gcs_server.err"], 15)
+            result["ray"]["killed_leftovers"], result["ray"]["temp_removed"] = remove_private_ray(_tmp)
+        emit_and_exit(result)
+
+
+def _watchdog():
+    if not _done.wait(DEADLINE):
+        running = [s for s in assemble(read_events(), None) if s["status"] == "running"]
+        finish({"type": "Timeout", "message": "the dry run did not finish within %.0f s" % DEADLINE,
+                "text": "", "chain": [], "missing_module": None, "step": running[-1]["name"] if running else None})
+
+
+def step(name, title, fn, detail=None, implicit=False):
+    """A driver-side step: its events, its time, its exception (re-raised)."""
+    event(name, "start", title=title, implicit=implicit)
+    try:
+        value = fn()
+    except BaseException as exc:
+        event(name, "fail", error=describe_exception(exc))
+        raise
+    event(name, "end", detail=detail(value) if detail else {})
+    return value
+
+
+# -- the stand-in model ---------------------------------------------------------------------------
+
+CHATML = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+          "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
+
+
+def write_stand_in(path, train_file):
+    """A tiny Qwen2 config and a byte-level BPE tokenizer trained on the recipe's own prompts, written
+    by the target's transformers/tokenizers: enough for every step before the GPU (no weights: those
+    are loaded by the workers on the GPU)."""
+    import pyarrow.parquet as pq
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast, Qwen2Config
+
+    table = pq.read_table(train_file, columns=["prompt"]).slice(0, 2000).to_pylist()
+    texts = [m.get("content", "") for row in table for m in (row.get("prompt") or [])]
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    special = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    tok.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=8192, special_tokens=special, show_progress=False,
+                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    hf = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>")
+    hf.chat_template = CHATML
+    hf.save_pretrained(path)
+    Qwen2Config(vocab_size=len(hf), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
+                tie_word_embeddings=True, architectures=["Qwen2ForCausalLM"],
+                eos_token_id=hf.eos_token_id, pad_token_id=hf.pad_token_id).save_pretrained(path)
+    return {"path": path, "vocab": len(hf), "texts": len(texts)}
+
+
+# -- inside the Ray worker that runs the TaskRunner ----------------------------------------------------
+
+def wrap(owner, attr, name, title, detail=None, end=True):
+    """Replace owner.attr by a wrapper that writes the step's events around the real call."""
+    import functools
+
+    fn = getattr(owner, attr, None)
+    if fn is None or getattr(fn, "_vd_wrapped", False):
+        return False
+
+    @functools.wraps(fn)
+    def wrapper(*a, **kw):
+        event(name, "start", title=title)
+        try:
+            value = fn(*a, **kw)
+        except BaseException as exc:
+            event(name, "fail", error=describe_exception(exc))
+            raise
+        if end:
+            try:
+                d = detail(value, a, kw) if detail else {}
+            except Exception as exc:  # the detail is a report, not a step
+                d = {"detail_error": repr(exc)}
+            event(name, "end", detail=d)
+        return value
+
+    wrapper._vd_wrapped = True
+    setattr(owner, attr, wrapper)
+    return True
+
+
+def worker_setup():
+    """Ray's worker_process_setup_hook: runs in each worker before any task of the job. It patches
+    the worker's own modules; what TaskRunner.run reads as a global of main_ppo travels with the
+    pickled class from the driver instead (cloudpickle copies it), so that is wrapped there."""
+    import verl.utils as vu
+    import verl.utils.fs as vfs
+
+    for copy_name in ("copy_to_local", "copy_local_path_from_hdfs"):
+        wrap(vfs, copy_name, "model", "the model's files (verl.utils.fs." + copy_name + ")", end=False)
+
+    def tokenizer_detail(tok, a, kw):
+        event("workers", "start", title="the worker classes and the reward manager (TaskRunner.run)", implicit=True)
+        return {"class": type(tok).__name__, "vocab": len(tok), "path": a[0] if a else kw.get("name_or_path"),
+                "eos": getattr(tok, "eos_token", None), "pad": getattr(tok, "pad_token", None)}
+    wrap(vu, "hf_tokenizer", "model", "the model's files and tokenizer", tokenizer_detail)
+
+    from verl.utils.dataset import rl_dataset
+
+    def dataset_detail(_v, a, kw):
+        self = a[0]
+        files = kw.get("data_files") or kw.get("parquet_files") or (a[1] if len(a) > 1 else None)
+        files = list(files) if isinstance(files, (list, tuple)) or type(files).__name__ == "ListConfig" else [files]
+        return {str(f): len(self) for f in files}
+    wrap(rl_dataset.RLHFDataset, "__init__", "dataset", "verl's RLHFDataset over the recipe's parquet files",
+         dataset_detail)
+
+    from verl.trainer.ppo import ray_trainer as rt
+
+    wrap(rt.RayPPOTrainer, "_validate_config", "validate", "RayPPOTrainer._validate_config (verl's batch and micro-batch checks)")
+
+    def loader_detail(_v, a, kw):
+        self = a[0]
+        cfg = self.config
+        rows = len(self.train_dataset)
+        batch = cfg.data.get("gen_batch_size", None) or cfg.data.train_batch_size
+        per_epoch = len(self.train_dataloader)
+        return {"train_rows": rows, "batch_size": int(batch), "batches_per_epoch": per_epoch,
+                "rows_dropped_per_epoch": rows - per_epoch * int(batch), "epochs": int(cfg.trainer.total_epochs),
+                "total_training_steps": int(getattr(self, "total_training_steps", 0) or 0),
+                "val_rows": len(self.val_dataset) if getattr(self, "val_dataset", None) is not None else None,
+                "val_batches": len(self.val_dataloader) if getattr(self, "val_dataloader", None) is not None else None}
+    wrap(rt.RayPPOTrainer, "_create_dataloader", "dataloader", "RayPPOTrainer._create_dataloader (verl's batch arithmetic)",
+         loader_detail)
+
+    def first_batch_then_stop(self, *a, **kw):
+        event("batch", "start", title="the first batch from verl's train dataloader")
+        try:
+            batch = next(iter(self.train_dataloader))
+        except BaseException as exc:
+            event("batch", "fail", error=describe_exception(exc))
+            raise
+        shapes = {k: list(v.shape) for k, v in batch.items() if hasattr(v, "shape")}
+        event("batch", "end", detail={"keys": sorted(batch), "shapes": shapes})
+        reward_on_a_row(self, batch)
+        cfg = self.config
+        gpus = [int(cfg.trainer.n_gpus_per_node)] * int(cfg.trainer.nnodes)
+        event("gpu", "stop", detail={"resource_pool": gpus, "rollout": str(cfg.actor_rollout_ref.rollout.name),
+                                     "tp": int(cfg.actor_rollout_ref.rollout.get("tensor_model_parallel_size", 1))})
+        raise RuntimeError("verl-doctor dry run: stopped before RayPPOTrainer.init_workers (the first GPU call)")
+
+    rt.RayPPOTrainer.init_workers = first_batch_then_stop
+
+
+def reward_on_a_row(trainer, batch):
+    event("reward", "start", title="the reward function on a real row (compute_score)")
+    try:
+        fn = getattr(trainer.reward_fn, "compute_score", None)
+        if fn is None:
+            event("reward", "end", detail={"skipped": "the reward manager %s has no compute_score" % type(trainer.reward_fn).__name__})
+            return
+        if "data_source" in batch and "reward_model" in batch:
+            source, truth = batch["data_source"][0], batch["reward_model"][0]["ground_truth"]
+        else:
+            row = trainer.train_dataset[0]
+            source, truth = row["data_source"], row["reward_model"]["ground_truth"]
+        right = "#### %s\nThe answer is \\boxed{%s}" % (truth, truth)
+        wrong = "#### %s1\nThe answer is \\boxed{%s1}" % (truth, truth)
+        scores = []
+        for text in (right, wrong):
+            try:
+                s = fn(data_source=source, solution_str=text, ground_truth=truth, extra_info=None)
+            except TypeError:  # eras whose compute_score takes no extra_info
+                s = fn(data_source=source, solution_str=text, ground_truth=truth)
+            scores.append(s.get("score") if isinstance(s, dict) else s)
+        detail = {"data_source": str(source), "ground_truth": str(truth), "function": getattr(fn, "__module__", "") + "." +
+                  getattr(fn, "__qualname__", repr(fn)), "right_answer": scores[0], "wrong_answer": scores[1]}
+        if not all(isinstance(s, (int, float)) for s in scores):
+            raise TypeError("compute_score returned %r, not a number" % (scores,))
+        if not scores[0] > scores[1]:
+            event("reward", "warn", detail=detail, message="the reward function scores the right answer %s and a wrong "
+                  "one %s: it does not tell them apart" % (scores[0], scores[1]))
+        event("reward", "end", detail=detail)
+    except BaseException as exc:
+        event("reward", "fail", error=describe_exception(exc))
+        raise
+
+
+# -- the driver -------------------------------------------------------------------------------------
+
+
+def main():
+    global _tmp
+    import importlib.metadata as md
+    import importlib.util as iu
+
+    try:
+        result["verl"] = md.version("verl")
+    except Exception:
+        pass
+    spec = iu.find_spec("verl")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("verl is not installed in this interpreter (no module named 'verl')")
+    cfg_dir = _os.path.join(list(spec.submodule_search_locations)[0], "trainer", "config")
+    overrides = list(_req["overrides"])
+    if _req.get("stand_in"):
+        result["stand_in"] = step("stand-in", "a tiny Qwen2 config and tokenizer (the model is not on this machine)",
+                                  lambda: write_stand_in(_req["stand_in"], _req["train_file"]), lambda v: v)
+
+    def compose():
+        from hydra import compose as _compose, initialize_config_dir as _init
+        from hydra.core.global_hydra import GlobalHydra
+
+        GlobalHydra.instance().clear()
+        with _init(config_dir=cfg_dir, version_base=None):
+            return _compose(config_name="ppo_trainer", overrides=overrides)
+    config = step("config", "verl's Hydra config (ppo_trainer) with the recipe's overrides", compose,
+                  lambda c: {"config_dir": cfg_dir, "overrides": len(overrides)})
+
+    def entry():
+        import verl.trainer.main_ppo as mp
+        return mp
+    mp = step("entry", "import verl.trainer.main_ppo (the trainer's entry module)", entry)
+    # A global of main_ppo that TaskRunner.run calls: the pickled class carries the driver's copy.
+    wrap(mp, "load_reward_manager", "reward-manager", "the reward manager (load_reward_manager)",
+         lambda v, a, kw: {"class": type(v).__name__})
+    result["entry"] = "TaskRunner" if hasattr(mp, "TaskRunner") else ("main_task" if hasattr(mp, "main_task") else "main")
+
+    import ray
+
+    real_init = ray.init
+
+    def private_init(*a, **kw):
+        global _tmp
+        result["ray"]["asked"] = _json.loads(_json.dumps(
+            {"runtime_env": kw.get("runtime_env"), "num_cpus": kw.get("num_cpus"),
+             "address": kw.get("address") or (a[0] if a else None)}, default=str))
+        _tmp = private_ray_dir(_req.get("temp_prefix") or "/tmp/vd-")
+        env = dict(kw.get("runtime_env") or {})
+        env["worker_process_setup_hook"] = worker_setup
+        kw.update(address="local", runtime_env=env, include_dashboard=False, log_to_driver=False)
+        event("ray", "start", title="ray.init with main_ppo's arguments (a private instance)")
+        try:
+            value = real_init(**kw)
+        except BaseException as exc:
+            event("ray", "fail", error=describe_exception(exc))
+            raise
+        event("ray", "end", detail={"num_cpus": kw.get("num_cpus"), "runtime_env": kw.get("runtime_env", {}).get("env_vars")})
+        event("task-runner", "start", title="the TaskRunner scheduled in the job's runtime env", implicit=True)
+        return value
+
+    ray.init = private_init
+    try:
+        mp.main(config)
+    except BaseException as exc:  # noqa: BLE001 - the stop (or the failure) is the fact
+        if not any(ev["state"] == "stop" for ev in read_events()):
+            raise
+        stop = [ev for ev in read_events() if ev["state"] == "stop"][-1]
+        result["reached_gpu"] = True
+        result["next_on_gpu"] = stop.get("detail")
+        del exc
+    else:
+        raise RuntimeError("verl.trainer.main_ppo.main returned without reaching RayPPOTrainer.init_workers")
+    finally:
+        try:
+            ray.shutdown()
+        except BaseException:
+            pass
+
+
+threading.Thread(target=_watchdog, daemon=True).start()
+try:
+    main()
+    finish()
+except BaseException as _exc:  # noqa: BLE001 - the failure is the fact
+    finish(describe_exception(_exc))

@@ -1,0 +1,100 @@
+"""The trainer's path on CPU (the dry run's facts, recipes/scripts/dryrun.py) judged step by step:
+one check per step of knowledge/dryrun.yaml. A step that failed is `trainer.step-failed` with verl's
+own exception as evidence; when the signature table knows that exception, the cause it names is the
+headline and the step's failure is listed under it. A step after a failed one is "not reached"."""
+
+from __future__ import annotations
+
+from doctor import knowledge
+from doctor.findings import Finding, make
+from doctor.results import Check, Status
+from doctor.rules.registry import Registry, cannot_look, run_rule
+from doctor.triage import causes_in_text
+
+TRAINER_RULES = Registry(area="trainer")
+
+
+def _error_text(err: dict | None) -> str:
+    if not err:
+        return "?"
+    msg, kind = str(err.get("message") or ""), err.get("type")
+    return msg if not kind or str(kind) in msg.split(":", 1)[0] else f"{kind}: {msg}"
+
+
+def _evidence(step: dict, spec: dict) -> list[str]:
+    err = step.get("error") or {}
+    ev = [_error_text(err)]
+    text = (err.get("text") or "").strip()
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if len(lines) > 1:
+        ev += ["  " + ln.strip() for ln in lines[1:6]]
+    verl_frames = [f for f in err.get("chain") or [] if "/verl/" in f]
+    if verl_frames:
+        ev.append("in verl: " + " → ".join(f.split("/verl/", 1)[1] for f in verl_frames[-3:]))
+    ev.append(f"the step runs verl's own code: {spec['follows']}")
+    return ev
+
+
+def step_findings(dry: dict, spec: dict, recipe: str, python: str) -> list[Finding]:
+    steps = {s["name"]: s for s in dry.get("steps") or []}
+    step = steps.get(spec["id"])
+    if step is None:
+        failed = [s for s in dry.get("steps") or [] if s["status"] == "failed"]
+        if failed:
+            raise cannot_look("dryrun", f"not reached: an earlier step failed ({failed[0]['name']})")
+        if spec["id"] == "stand-in":
+            raise cannot_look("dryrun", "the model is on this machine: no stand-in needed")
+        if spec.get("optional"):
+            raise cannot_look("dryrun", f"verl {dry.get('verl') or '?'} has no such step")
+        raise cannot_look("dryrun", "the dry run did not report this step")
+    out: list[Finding] = []
+    if step["status"] == "failed":
+        err = step.get("error") or {}
+        failed = make("trainer.step-failed", _evidence(step, spec), step=spec["title"], message=_error_text(err)[:200],
+                      recipe=recipe, python=python, verl=dry.get("verl") or "?")
+        text = err.get("text") or err.get("message") or ""
+        causes = causes_in_text(text, python, verl=dry.get("verl") or "?")
+        if causes:
+            failed.caused_by = causes[0].id
+            out += causes[:1]
+        out.append(failed)
+    detail = step.get("detail") or {}
+    # Only when the run is whole epochs: with trainer.total_training_steps it ends before an epoch does.
+    whole_epochs = detail.get("total_training_steps") == (detail.get("batches_per_epoch") or 0) * (detail.get("epochs") or 0)
+    if spec["id"] == "dataloader" and detail.get("rows_dropped_per_epoch") and whole_epochs:
+        rows, batch = detail["train_rows"], detail["batch_size"]
+        dropped, per_epoch = detail["rows_dropped_per_epoch"], detail["batches_per_epoch"]
+        out.append(make("trainer.rows-dropped",
+                        [f"verl's train dataloader: {rows} rows, batch {batch}, drop_last=True → {per_epoch} batches per epoch",
+                         f"{dropped} rows ({dropped / rows:.1%}) are left out of every epoch "
+                         f"(reshuffled each epoch, so different rows each time)",
+                         f"total_training_steps = {per_epoch} × {detail.get('epochs')} epochs = {detail.get('total_training_steps')}"],
+                        rows=rows, batch=batch, dropped=dropped, share=f"{dropped / rows:.1%}", recipe=recipe))
+    if spec["id"] == "reward" and step.get("warning"):
+        out.append(make("trainer.reward-indistinct",
+                        [step["warning"], f"compute_score: {detail.get('function')}, data_source {detail.get('data_source')}"],
+                        function=detail.get("function") or "?", data_source=detail.get("data_source") or "?"))
+    return out
+
+
+def _register() -> None:
+    for spec in knowledge.load("dryrun")["steps"]:
+        TRAINER_RULES(f"dry run: {spec['title']}", needs=("dryrun",))(
+            lambda dry, recipe, python, spec=spec: step_findings(dry, spec, recipe, python))
+
+
+_register()
+
+
+def evaluate_dry_run(dry: dict, recipe: str, python: str) -> tuple[list[Finding], list[Check]]:
+    """Findings and one check per step. A dry run that could not run at all is one skipped check."""
+    if not dry.get("steps"):
+        why = f"the dry run could not run: {dry.get('error') or 'no steps reported'}"
+        return [], [Check("dry run of the trainer", "trainer", Status.SKIPPED, why=why)]
+    findings: list[Finding] = []
+    checks: list[Check] = []
+    for r in TRAINER_RULES:
+        got, check = run_rule(r, lambda r=r: r.fn(dry, recipe, python))
+        findings += got
+        checks.append(check)
+    return findings, checks
