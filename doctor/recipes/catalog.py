@@ -180,6 +180,14 @@ def dataset_files(name: str) -> dict:
     return {"train": str(d["dir"] / d["train"]), "val": str(d["dir"] / d["val"])}
 
 
+def command_ref(recipe: dict) -> str:
+    """How a printed command names the recipe: its name when it ships, else its file (shell-quoted)."""
+    import shlex
+
+    path = Path(recipe.get("_path") or "")
+    return recipe["name"] if path.parent == PKG_RECIPES else shlex.quote(str(path.resolve()))
+
+
 def resolve_model_path(recipe: dict) -> tuple[str, bool]:
     """(path or hub id to pass to verl, whether it is a local directory)."""
     m = recipe["model"]

@@ -32,7 +32,8 @@ def build_parser() -> Parser:
                         "tokenizer, dataset, dataloader, reward), then stop")
     pf = r.add_mutually_exclusive_group()
     pf.add_argument("--preflight-fast", action="store_true",
-                    help="the preflight without its deep probes and without the dry run of the trainer (GPU, model, data and config are still checked)")
+                    help="the preflight without its deep probes and without the dry run of the trainer "
+                         "(GPU, model, data and config are still checked)")
     pf.add_argument("--skip-preflight", action="store_true",
                     help="start the trainer without any preflight (you vouch for the machine)")
     r.add_argument("--json", action="store_true")

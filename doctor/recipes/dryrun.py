@@ -15,6 +15,7 @@ from typing import Callable
 
 from doctor import knowledge
 from doctor.probes import ProbeResult, TargetProbe, run_target_probe
+from doctor.rules.dryrun import epochs_decide
 
 SCRIPTS = Path(__file__).parent / "scripts"
 
@@ -117,11 +118,6 @@ def step_summary(step: dict) -> str:
         return (f"{d.get('data_source')}: {str(d.get('function')).rsplit('.', 1)[-1]} scores the right answer "
                 f"{d.get('right_answer')}, a wrong one {d.get('wrong_answer')}")
     return ""
-
-
-def epochs_decide(d: dict) -> bool:
-    """Whether the run's length is batches per epoch × epochs (else trainer.total_training_steps)."""
-    return d.get("total_training_steps") == (d.get("batches_per_epoch") or 0) * (d.get("epochs") or 0)
 
 
 def next_on_gpu(dry: dict) -> str | None:

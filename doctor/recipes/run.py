@@ -202,11 +202,11 @@ def dry_run(recipe: dict, res: dict, python: str, show: bool = True) -> tuple[di
         status.start()
     try:
         dry = run_dry_run(python, res, progress=progress)
-        dry["recipe"] = recipe["name"]
+        dry["recipe"] = catalog.command_ref(recipe)
     finally:
         if status is not None:
             status.stop()
-    findings, checks = evaluate_dry_run(dry, recipe["name"], python)
+    findings, checks = evaluate_dry_run(dry, catalog.command_ref(recipe), python)
     return dry, findings, checks
 
 
@@ -218,12 +218,12 @@ def _dry_run_check(dry: dict, findings: list, recipe: dict, python: str) -> Pref
                               f"({dry.get('seconds')} s); next: {next_on_gpu(dry)}")
     if not dry.get("steps"):
         return PreflightCheck("trainer on CPU", False, f"the dry run could not run: {dry.get('error')}",
-                              runnable(f"recipes run {recipe['name']} --dry-run --python {python}"))
+                              runnable(f"recipes run {catalog.command_ref(recipe)} --dry-run --python {python}"))
     errors = [f for f in findings if f.severity == "error"]
     head = errors[0] if errors else None
     return PreflightCheck("trainer on CPU", False, head.title if head else "a step failed",
                           (head.fix.commands[0] if head and head.fix.commands else None) or
-                          runnable(f"recipes run {recipe['name']} --dry-run --python {python}"))
+                          runnable(f"recipes run {catalog.command_ref(recipe)} --dry-run --python {python}"))
 
 
 def preflight(recipe: dict, res: dict, python: str, say=None, fast: bool = False) -> list[PreflightCheck]:
@@ -254,7 +254,7 @@ def preflight(recipe: dict, res: dict, python: str, say=None, fast: bool = False
         checks.append(PreflightCheck("config", not bad, f"verl {lint.compose.get('verl')}: " +
                             ("; ".join(f"{f.id}: {f.title}" for f in bad) if bad else
                              f"composes; {len(lint.findings)} warning(s)"),
-                            f"recipes lint {recipe['name']} --python {python}" if bad else None))
+                            runnable(f"recipes lint {catalog.command_ref(recipe)} --python {python}") if bad else None))
     except UsageError as exc:
         checks.append(PreflightCheck("config", False, str(exc), runnable(f"doctor check --python {python}")))
     config = lint.ctx.config if lint is not None and lint.ctx is not None else None
@@ -486,7 +486,7 @@ def _dry_run_only(recipe: dict, res: dict, python: str, args) -> int:
     """`recipes run NAME --dry-run`: exit 0 the CPU path passes, 1 a step failed, 3 it could not run."""
     from doctor.recipes.dryrun import next_on_gpu, render_text
 
-    dry, findings, checks = dry_run(recipe, res, python, show=not args.json)
+    dry, findings, checks = dry_run(recipe, res, python, show=True)  # on stderr: --json keeps stdout
     code = ExitCode.OK if dry.get("ok") else ExitCode.PROBLEMS if dry.get("steps") else ExitCode.INCOMPLETE
     if args.json:
         sys.stdout.write(json.dumps({"recipe": recipe["name"], "python": python, "status": "passed" if dry.get("ok") else

@@ -5,6 +5,8 @@ headline and the step's failure is listed under it. A step after a failed one is
 
 from __future__ import annotations
 
+import functools
+
 from doctor import knowledge
 from doctor.findings import Finding, make
 from doctor.results import Check, Status
@@ -35,6 +37,11 @@ def _evidence(step: dict, spec: dict) -> list[str]:
     return ev
 
 
+def epochs_decide(d: dict) -> bool:
+    """Whether the run's length is batches per epoch × epochs (else trainer.total_training_steps)."""
+    return d.get("total_training_steps") == (d.get("batches_per_epoch") or 0) * (d.get("epochs") or 0)
+
+
 def step_findings(dry: dict, spec: dict, recipe: str, python: str) -> list[Finding]:
     steps = {s["name"]: s for s in dry.get("steps") or []}
     step = steps.get(spec["id"])
@@ -50,18 +57,17 @@ def step_findings(dry: dict, spec: dict, recipe: str, python: str) -> list[Findi
     out: list[Finding] = []
     if step["status"] == "failed":
         err = step.get("error") or {}
-        failed = make("trainer.step-failed", _evidence(step, spec), step=spec["title"], message=_error_text(err)[:200],
-                      recipe=recipe, python=python, verl=dry.get("verl") or "?")
+        failure = make("trainer.step-failed", _evidence(step, spec), step=spec["title"], message=_error_text(err)[:200],
+                       recipe=recipe, python=python, verl=dry.get("verl") or "?")
         text = err.get("text") or err.get("message") or ""
         causes = causes_in_text(text, python, verl=dry.get("verl") or "?")
         if causes:
-            failed.caused_by = causes[0].id
+            failure.caused_by = causes[0].id
             out += causes[:1]
-        out.append(failed)
+        out.append(failure)
     detail = step.get("detail") or {}
     # Only when the run is whole epochs: with trainer.total_training_steps it ends before an epoch does.
-    whole_epochs = detail.get("total_training_steps") == (detail.get("batches_per_epoch") or 0) * (detail.get("epochs") or 0)
-    if spec["id"] == "dataloader" and detail.get("rows_dropped_per_epoch") and whole_epochs:
+    if spec["id"] == "dataloader" and detail.get("rows_dropped_per_epoch") and epochs_decide(detail):
         rows, batch = detail["train_rows"], detail["batch_size"]
         dropped, per_epoch = detail["rows_dropped_per_epoch"], detail["batches_per_epoch"]
         out.append(make("trainer.rows-dropped",
@@ -78,9 +84,13 @@ def step_findings(dry: dict, spec: dict, recipe: str, python: str) -> list[Findi
 
 
 def _register() -> None:
+    def judge(spec: dict):
+        def rule(dry: dict, recipe: str, python: str) -> list[Finding]:
+            return step_findings(dry, spec, recipe, python)
+        return rule
+
     for spec in knowledge.load("dryrun")["steps"]:
-        TRAINER_RULES(f"dry run: {spec['title']}", needs=("dryrun",))(
-            lambda dry, recipe, python, spec=spec: step_findings(dry, spec, recipe, python))
+        TRAINER_RULES(f"dry run: {spec['title']}", needs=("dryrun",))(judge(spec))
 
 
 _register()
@@ -94,7 +104,7 @@ def evaluate_dry_run(dry: dict, recipe: str, python: str) -> tuple[list[Finding]
     findings: list[Finding] = []
     checks: list[Check] = []
     for r in TRAINER_RULES:
-        got, check = run_rule(r, lambda r=r: r.fn(dry, recipe, python))
+        got, check = run_rule(r, functools.partial(r.fn, dry, recipe, python))
         findings += got
         checks.append(check)
     return findings, checks

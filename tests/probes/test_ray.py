@@ -201,7 +201,7 @@ def test_smoke_probe_and_its_failure(ray_tmp):
     # A real failure: the same script under a temp root too long for Ray's sockets.
     long_prefix = os.path.join(ray_tmp, "x" * 60, "vd-")
     os.makedirs(os.path.dirname(long_prefix))
-    probe = TargetProbe("ray_smoke", ("ray_smoke.py",), budget_s=90, deep=True,
+    probe = TargetProbe("ray_smoke", ("ray_private.py", "ray_smoke.py"), budget_s=90, deep=True,
                         args=lambda: [long_prefix, "60", "raylet.out,gcs_server.err", "5"])
     bad = run_target_probe(probe, py)
     assert bad.ok and not bad.data["ok"] and bad.data["stage"] == "init", bad

@@ -60,7 +60,7 @@ def assemble(events, failure):
     steps = {}
     order = []
     for ev in events:
-        if ev["state"] == "stop":
+        if ev["state"] in ("stop", "worker"):
             continue
         name = ev["step"]
         if name not in steps:
@@ -110,7 +110,11 @@ def finish(failure=None):
         if _done.is_set():
             return
         _done.set()
-        result["steps"] = assemble(read_events(), failure if not result["reached_gpu"] else None)
+        events = read_events()
+        result["steps"] = assemble(events, failure if not result["reached_gpu"] else None)
+        # Ray workers that ran the setup hook (the TaskRunner's, and any Ray prestarted for the job)
+        result["ray"]["workers"] = [{"pid": e["pid"], "setup_s": e["detail"]["setup_s"], "t": e["t"]}
+                                    for e in events if e["state"] == "worker"]
         if _tmp is not None:
             if not result["reached_gpu"]:
                 result["ray"]["logs"] = ray_log_tails(_tmp, ["raylet.err", "gcs_server.err"], 15)
@@ -204,6 +208,7 @@ def worker_setup():
     """Ray's worker_process_setup_hook: runs in each worker before any task of the job. It patches
     the worker's own modules; what TaskRunner.run reads as a global of main_ppo travels with the
     pickled class from the driver instead (cloudpickle copies it), so that is wrapped there."""
+    t0 = time.time()
     import verl.utils as vu
     import verl.utils.fs as vfs
 
@@ -261,6 +266,7 @@ def worker_setup():
         raise RuntimeError("verl-doctor dry run: stopped before RayPPOTrainer.init_workers (the first GPU call)")
 
     rt.RayPPOTrainer.init_workers = first_batch_then_stop
+    event("task-runner", "worker", detail={"setup_s": round(time.time() - t0, 3)})
 
 
 def reward_on_a_row(trainer, batch):
