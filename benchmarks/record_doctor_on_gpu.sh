@@ -22,6 +22,8 @@ run cvd-dup CUDA_VISIBLE_DEVICES=0,0
 run cvd-1 CUDA_VISIBLE_DEVICES=1
 run cvd-0-1 CUDA_VISIBLE_DEVICES=0,1
 run cvd-empty CUDA_VISIBLE_DEVICES=
+compat=$(ls -d /usr/local/cuda*/compat 2>/dev/null | tail -1)
+[ -n "$compat" ] && run compat-first LD_LIBRARY_PATH="$compat:${LD_LIBRARY_PATH-}"
 "$PY" -c 'import torch,time; x=torch.empty(20*2**30, dtype=torch.uint8, device="cuda"); print("held", flush=True); time.sleep(60)' &
 holder=$!
 sleep 12

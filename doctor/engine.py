@@ -14,7 +14,7 @@ from doctor.findings import Finding
 from doctor.results import Check
 from doctor.probes import TARGET_PROBES, ProbeResult, interrupt_running, run_local_probe, run_target_probe
 from doctor.probes.environment import environment_facts
-from doctor.probes.gpu import nvml_facts, torch_cuda_build
+from doctor.probes.gpu import gpu_facts, torch_cuda_build
 from doctor.probes.ray_state import ray_state_facts
 from doctor.probes.system import system_facts
 
@@ -39,7 +39,7 @@ def collect_facts(python: str, *, fast: bool = False, use_cache: bool = True, sc
     t0 = time.perf_counter()
     pool = cf.ThreadPoolExecutor(max_workers=8)
     local = {
-        "gpu": pool.submit(run_local_probe, "gpu", nvml_facts, 20),
+        "gpu": pool.submit(run_local_probe, "gpu", gpu_facts, 20),
         "system": pool.submit(run_local_probe, "system", system_facts, 10),
         "environment": pool.submit(run_local_probe, "environment", environment_facts, 10),
         "ray_state": pool.submit(run_local_probe, "ray_state", ray_state_facts, 20),

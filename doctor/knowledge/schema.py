@@ -56,12 +56,14 @@ SCHEMAS: dict[str, Any] = {
     "verl_vllm": [{"verl": TEXT, "accepts": Any, "error": TEXT, "source": TEXT}],
     "lock": {"ignore_extra": [{"dist": TEXT, "reason": TEXT}]},
     "python_env": {"setuptools_needed_by": [{"dist": TEXT, "source": TEXT}], "stack_modules": [TEXT]},
-    "environment": {"allow": [TEXT], "secret_names": [TEXT], "secret_values": [TEXT], "url_credentials": TEXT},
+    "environment": {"allow": [TEXT], "secret_names": [TEXT], "secret_values": [TEXT], "not_secret_values?": [Regex()],
+                    "url_credentials": TEXT},
     "system": {
         "shm": {"object_store_fraction": NUMBER, "object_store_max_bytes": int, "headroom": NUMBER,
                 "min_bytes": int, "source": TEXT},
         "gpu": {"min_compute_capability_bf16": [int], "min_compute_capability_flash_attn": [int],
-                "kernel_libraries": Map([TEXT]), "source": TEXT},
+                "kernel_libraries": Map([TEXT]), "cuda_versioned_wheels": [TEXT], "min_driver_for_cuda": Map(TEXT),
+                "source": TEXT},
         "closest_stack": {"weight": NUMBER, "pinned_weight": NUMBER, "pinned": [TEXT], "source": TEXT},
     },
     "config_rules": {

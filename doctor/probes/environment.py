@@ -15,6 +15,8 @@ def redact(name: str, value: str, policy: dict | None = None) -> str:
     policy = policy or knowledge.load("environment")
     if any(fnmatch.fnmatchcase(name.upper(), pat) for pat in policy["secret_names"]):
         return REDACTED
+    if any(re.fullmatch(rx, value) for rx in policy.get("not_secret_values", [])):
+        return value
     if any(re.search(rx, value) for rx in policy["secret_values"]):
         return REDACTED
     return re.sub(policy["url_credentials"], "***", value)

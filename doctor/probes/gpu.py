@@ -82,3 +82,59 @@ def torch_cuda_build(distributions: dict) -> dict:
         return {"installed": True, "version": torch["version"], "cuda": None}
     m = re.search(r"^cuda(?:: Optional\[str\])?\s*=\s*['\"]([^'\"]+)['\"]", text, re.M)
     return {"installed": True, "version": torch["version"], "cuda": m.group(1) if m else None}
+
+
+_KERNEL_MODULE = re.compile(r"Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)*)")
+_LIBCUDA_VERSION = re.compile(r"libcuda\.so\.(\d+\.\d+(?:\.\d+)*)$")
+_DEFAULT_LIB_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib")
+
+
+def _ldconfig_dirs() -> list[str]:
+    """Directories of libcuda.so.1 in the dynamic loader's cache (`ldconfig -p`), in its order."""
+    import shutil
+    import subprocess
+
+    exe = shutil.which("ldconfig") or next((p for p in ("/sbin/ldconfig", "/usr/sbin/ldconfig") if os.path.exists(p)), None)
+    if not exe:
+        return []
+    try:
+        out = subprocess.run([exe, "-p"], capture_output=True, text=True, timeout=5).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [os.path.dirname(m.group(1)) for m in re.finditer(r"^\s*libcuda\.so\.1 \([^)]*\) => (\S+)", out, re.M)]
+
+
+def libcuda_facts(proc_version: str = "/proc/driver/nvidia/version", environ: dict | None = None,
+                  default_dirs: tuple[str, ...] = _DEFAULT_LIB_DIRS) -> dict:
+    """Which libcuda.so.1 a CUDA process started from this environment loads, the way the dynamic
+    loader looks (LD_LIBRARY_PATH, then its cache, then the default directories), with its version
+    from the file name, beside the kernel module's version: a libcuda that is not the kernel
+    driver's own (a container's forward-compatibility copy, a driver upgraded without a reboot) is
+    CUDA error 803 or NVML's 'Driver/library version mismatch'. No GPU call, no dlopen."""
+    env = os.environ if environ is None else environ
+    out: dict = {"kernel_module": None, "ld_library_path": env.get("LD_LIBRARY_PATH"), "candidates": [], "selected": None}
+    try:
+        m = _KERNEL_MODULE.search(Path(proc_version).read_text(errors="replace"))
+        out["kernel_module"] = m.group(1) if m else None
+        out["kernel_module_line"] = Path(proc_version).read_text(errors="replace").splitlines()[0].strip()
+    except OSError:
+        pass
+    seen = set()
+    order = [(d, "LD_LIBRARY_PATH") for d in (env.get("LD_LIBRARY_PATH") or "").split(":") if d]
+    order += [(d, "ldconfig cache") for d in _ldconfig_dirs()] + [(d, "default directory") for d in default_dirs]
+    for d, how in order:
+        path = os.path.join(d, "libcuda.so.1")
+        real = os.path.realpath(path)
+        if real in seen or not os.path.exists(path):
+            continue
+        seen.add(real)
+        v = _LIBCUDA_VERSION.search(os.path.basename(real))
+        out["candidates"].append({"path": path, "real": real, "version": v.group(1) if v else None, "found_by": how,
+                                  "compat": "/compat" in real or "/compat" in path})
+    out["selected"] = out["candidates"][0] if out["candidates"] else None
+    return out
+
+
+def gpu_facts() -> dict:
+    """NVML's facts and the libcuda a CUDA process would load (the gpu local probe)."""
+    return {**nvml_facts(), "libcuda": libcuda_facts()}

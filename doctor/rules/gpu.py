@@ -1,11 +1,11 @@
-"""GPUs as NVML sees them, against torch's CUDA build."""
+"""GPUs as NVML sees them, against the CUDA of torch and the NVIDIA wheels, and the libcuda a job loads."""
 
 from __future__ import annotations
 
 from doctor import knowledge
 from doctor.findings import make
 from doctor.rules import rule
-from doctor.rules.common import classify, human_bytes
+from doctor.rules.common import classify, human_bytes, installed
 from doctor.rules.registry import cannot_look
 
 
@@ -48,17 +48,96 @@ def _cuda_tuple(v) -> tuple[int, int] | None:
         return None
 
 
-@rule("the driver supports torch's CUDA", "gpu", needs=("gpu",), applies=no_gpu_expected)
+def _version(v: str | None) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in str(v).split("."))
+    except ValueError:
+        return ()
+
+
+def wheel_cudas(facts) -> list[tuple[str, str, tuple[int, int]]]:
+    """(what, version, CUDA major.minor) for torch's build and each NVIDIA wheel whose version is
+    the CUDA toolkit's (knowledge/system.yaml gpu.cuda_versioned_wheels): the CUDA a job runs."""
+    out = []
+    torch = (facts["gpu"].get("torch") or {})
+    built = _cuda_tuple(torch.get("cuda"))
+    if built:
+        out.append((f"torch {torch.get('version')} (torch.version.cuda)", str(torch.get("cuda")), built))
+    for dist in knowledge.load("system")["gpu"]["cuda_versioned_wheels"]:
+        v = installed(facts, dist)
+        t = _cuda_tuple(v) if v else None
+        if t:
+            out.append((f"{dist} {v}", str(v), t))
+    return out
+
+
+def min_driver(cuda: tuple[int, int]) -> str | None:
+    """The minimum Linux driver of a CUDA release (its release notes' table), or None if unknown."""
+    table = knowledge.load("system")["gpu"]["min_driver_for_cuda"]
+    return table.get(f"{cuda[0]}.{cuda[1]}")
+
+
+@rule("the driver supports the CUDA of torch and of each NVIDIA wheel", "gpu", needs=("gpu",), applies=no_gpu_expected)
 def driver_too_old(facts, ctx):
     _gpus(facts)
     gpu = facts["gpu"]
     drv = _cuda_tuple(gpu.get("cuda_driver_version"))
-    built = _cuda_tuple((gpu.get("torch") or {}).get("cuda"))
-    if drv and built and drv < built:
-        yield make("gpu.driver-too-old",
-                   [f"NVML: driver {gpu.get('driver_version')} supports CUDA {drv[0]}.{drv[1]}",
-                    f"torch {gpu['torch'].get('version')}: torch.version.cuda = {gpu['torch'].get('cuda')}"],
-                   driver_cuda=f"{drv[0]}.{drv[1]}", torch_cuda=gpu["torch"].get("cuda"), python=ctx.python)
+    if not drv:
+        raise cannot_look("gpu", "NVML did not report the driver's CUDA version")
+    newer = [(what, v, t) for what, v, t in wheel_cudas(facts) if t > drv]
+    head = f"NVML: driver {gpu.get('driver_version')} supports CUDA {drv[0]}.{drv[1]}"
+    major = [w for w in newer if w[2][0] > drv[0]]
+    if major:  # another CUDA major: the runtime refuses to start ("driver too old")
+        need = max(w[2] for w in major)
+        yield make("gpu.driver-too-old", [head] + [f"{what}: CUDA {t[0]}.{t[1]}" for what, _, t in major],
+                   driver_cuda=f"{drv[0]}.{drv[1]}", torch_cuda=f"{need[0]}.{need[1]}",
+                   min_driver=min_driver(need) or "the one its release notes name", python=ctx.python)
+    minor = [w for w in newer if w[2][0] == drv[0]]
+    if minor:  # same major: minor-version compatibility runs them, PTX from the newer toolchain does not load
+        need = max(w[2] for w in minor)
+        yield make("gpu.driver-older-minor",
+                   [head] + [f"{what}: CUDA {t[0]}.{t[1]}" for what, _, t in minor],
+                   driver_cuda=f"{drv[0]}.{drv[1]}", wheel_cuda=f"{need[0]}.{need[1]}",
+                   wheels=", ".join(what.split(" (")[0] for what, _, _ in minor),
+                   min_driver=min_driver(need) or "the one its release notes name")
+
+
+def _without(ld_path: str | None, directory: str) -> str:
+    keep = [d for d in (ld_path or "").split(":") if d and d.rstrip("/") != directory.rstrip("/")]
+    return ":".join(keep)
+
+
+@rule("a CUDA process loads the kernel driver's own libcuda", "gpu", needs=("gpu",), applies=no_gpu_expected)
+def libcuda_matches_kernel(facts, ctx):
+    lib = facts["gpu"].get("libcuda")
+    if not isinstance(lib, dict):
+        raise cannot_look("gpu", "no libcuda facts (recorded by an older doctor)")
+    kernel = lib.get("kernel_module")
+    if not kernel:
+        raise cannot_look("gpu", "no NVIDIA kernel module is loaded (/proc/driver/nvidia/version)")
+    found = lib.get("candidates") or []
+    ev = [f"kernel module: {lib.get('kernel_module_line') or kernel}"]
+    ev += [f"libcuda.so.1 via {c['found_by']}: {c['path']} → {c['real']}" + (" (forward-compatibility copy)" if c.get("compat") else "")
+           for c in found]
+    sel = lib.get("selected")
+    if not sel:
+        yield make("gpu.libcuda-missing", ev + ["no libcuda.so.1 in LD_LIBRARY_PATH, the loader's cache or /usr/lib*"],
+                   kernel=kernel)
+        return
+    if sel.get("version") == kernel:
+        return
+    own = next((c for c in found if c.get("version") == kernel), None)
+    fixed = _without(lib.get("ld_library_path"), str(sel["path"]).rsplit("/", 1)[0])
+    params = dict(version=sel.get("version") or "?", path=sel["path"], kernel=kernel,
+                  own=own["path"] if own else f"none (install the user-space driver {kernel})",
+                  ld_fix=f"export LD_LIBRARY_PATH={fixed}" if sel.get("found_by") == "LD_LIBRARY_PATH" else
+                  f"# {sel['path']} comes from the loader's cache: remove that copy or its ld.so.conf entry")
+    if sel.get("compat") and _version(sel.get("version")) > _version(kernel):
+        yield make("gpu.libcuda-forward-compat", ev, **params)  # may work: data-center GPUs, supported branches
+    elif sel.get("compat"):
+        yield make("gpu.libcuda-compat-older", ev, **params)
+    else:
+        yield make("gpu.libcuda-userspace-mismatch", ev, **params)
 
 
 @rule("GPUs support bfloat16", "gpu", needs=("gpu",), applies=no_gpu_expected)

@@ -53,7 +53,7 @@ def test_no_gpu_or_no_nvml_skips_what_needs_a_gpu():
     facts["gpu"] = {"available": False, "reason": "NVML: NVML Shared Library Not Found", "torch": {"cuda": "12.1"}}
     _, checks, _ = run(facts)
     by = {c.check: c for c in checks}
-    for name in ("the driver supports torch's CUDA", "GPUs support bfloat16", "no other process holds GPU memory"):
+    for name in ("the driver supports the CUDA of torch and of each NVIDIA wheel", "GPUs support bfloat16", "no other process holds GPU memory"):
         assert by[name].status == "skipped" and "no GPU to look at" in by[name].why, by[name]
     assert by["an NVIDIA GPU is usable"].status == "error"
 

@@ -60,12 +60,13 @@ def test_memory_held_uses_processes_not_memory_used():
     assert "pid 459 (python3) holds 4.5 GiB" in found["gpu.memory-held"].evidence[0]
 
 
-def test_driver_too_old_compares_driver_cuda_with_torch_build():
+def test_a_driver_of_the_same_cuda_major_runs_torch_by_minor_version_compatibility():
     gpu = copy.deepcopy(H200["idle"])
-    gpu["cuda_driver_version"] = 12000  # CUDA 12.0 driver, torch 2.4.0 is cu121
+    gpu["cuda_driver_version"] = 12000  # CUDA 12.0 driver, torch 2.4.0 is cu121: it runs (CUDA minor-version compatibility)
     found, _ = run(with_gpu(WORKING, gpu))
-    f = found["gpu.driver-too-old"]
-    assert "CUDA 12.0" in f.evidence[0] and "12.1" in f.evidence[1]
+    assert "gpu.driver-too-old" not in found
+    f = found["gpu.driver-older-minor"]
+    assert f.severity == "info" and "CUDA 12.0" in f.evidence[0] and "torch 2.4.0 (torch.version.cuda): CUDA 12.1" in f.evidence
 
 
 def test_bf16_needs_compute_capability_8():
