@@ -75,6 +75,27 @@ def _report_crashed(kind: str, exc: Exception, result, strict: bool) -> int:
     return code if code == ExitCode.PROBLEMS else ExitCode.INCOMPLETE
 
 
+def _recipe_gpus(lint, args, result) -> list:
+    """--recipe: the GPUs the job will see against what the recipe's composed config asks for."""
+    from doctor.recipes.catalog import load
+    from doctor.results import Check, Status
+    from doctor.rules.gpu import recipe_gpus
+
+    recipe = load(args.recipe)
+    check = f"enough GPUs for recipe {recipe['name']}"
+    gpu = result.facts.get("gpu") or {}
+    if args.no_gpu:
+        result.checks.append(Check(check, "gpu", Status.SKIPPED, why="turned off by --no-gpu (no GPU expected here)"))
+        return []
+    if not gpu.get("available"):  # gpu.none says it once
+        result.checks.append(Check(check, "gpu", Status.SKIPPED, why=f"no GPU to look at ({gpu.get('reason')})"))
+        return []
+    findings, _ = recipe_gpus(gpu, result.facts.get("environment") or {}, recipe["hardware"], recipe["name"],
+                              lint.ctx.config if lint.ctx is not None else None)
+    result.checks.append(Check(check, "gpu", Status.of(f.severity for f in findings), ids=[f.id for f in findings]))
+    return findings
+
+
 def _dry_run(python: str, args, result) -> list:
     """The trainer's path on CPU for --recipe (its checks join the result; --fast skips it)."""
     from doctor.results import Check, Status
@@ -137,6 +158,7 @@ def run_check(args) -> int:
         lint = lint_recipe(python, args.recipe)
         result.findings.extend(lint.findings)
         result.checks.extend(lint.checks)
+        result.findings.extend(_recipe_gpus(lint, args, result))
         result.findings.extend(_dry_run(python, args, result))
         from doctor.findings import report_order
 

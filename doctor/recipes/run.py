@@ -58,43 +58,15 @@ class PreflightCheck:
     fix: str | None = None
 
 
-def job_world(config: dict | None, hw: dict) -> tuple[int, str]:
-    """How many GPUs the run asks for: trainer.n_gpus_per_node × trainer.nnodes of the composed
-    config (what verl's ResourcePoolManager requests from Ray), else the recipe's hardware."""
-    from doctor.rules.config import get
-
-    n, nodes = get(config, "trainer.n_gpus_per_node"), get(config, "trainer.nnodes")
-    if isinstance(n, int) and isinstance(nodes, int):
-        return n * nodes, f"trainer.n_gpus_per_node={n} × trainer.nnodes={nodes}"
-    return hw["gpus"], "the recipe's hardware.gpus"
-
-
 def _gpu_check(gpu: dict, hw: dict, recipe_name: str, config: dict | None = None,
                environ: dict | None = None) -> PreflightCheck:
-    """Enough GPUs for the run, as the job will see them (CUDA_VISIBLE_DEVICES applied)."""
-    from doctor.rules.gpu import select_devices
+    """Enough GPUs for the run, as the job will see them (rules/gpu.py recipe_gpus)."""
+    from doctor.rules.gpu import recipe_gpus
 
-    need, how = job_world(config, hw)
-    min_gib = hw.get("min_memory_gib", 0)
-    want = f"recipe {recipe_name} needs {need} GPU(s) ({how}) with ≥ {min_gib} GiB each"
-    alt = " (or a recipe for fewer GPUs: recipes list)" if need > 1 else ""
-    if not gpu or not gpu.get("available"):
-        why = (gpu or {}).get("reason") or "NVML unavailable"
-        return PreflightCheck("GPUs", False, f"{want}; this machine has no usable NVIDIA GPU ({why})",
-                     f"run it on a machine with {need} NVIDIA GPU(s) of ≥ {min_gib} GiB{alt}")
-    env = os.environ if environ is None else environ
-    sel = select_devices(env.get("CUDA_VISIBLE_DEVICES"), gpu.get("gpus") or [])
-    gpus = sel["devices"]
-    if sel["kind"] not in ("all", "selected"):
-        want += f"; CUDA_VISIBLE_DEVICES={env.get('CUDA_VISIBLE_DEVICES')!r} leaves the job {len(gpus)}"
-    big = [g for g in gpus if g.get("memory_total", 0) >= min_gib * GIB]
-    have = ", ".join(f"{g.get('index')}: {g.get('name')} {g.get('memory_total', 0) / GIB:.0f} GiB" for g in gpus)
-    if len(big) < need:
-        return PreflightCheck("GPUs", False, f"{want}; found {len(gpus)} ({have or 'none'}), {len(big)} large enough",
-                     f"run it where {need} GPU(s) of ≥ {min_gib} GiB are free{alt}")
-    busy = [g for g in big if g.get("compute_processes")]
-    note = f"; {len(busy)} already run compute processes" if busy else ""
-    return PreflightCheck("GPUs", True, f"{len(big)} GPU(s) ≥ {min_gib} GiB ({have}){note}")
+    findings, seen = recipe_gpus(gpu, dict(os.environ if environ is None else environ), hw, recipe_name, config)
+    if findings:
+        return PreflightCheck("GPUs", False, findings[0].title, findings[0].fix.summary)
+    return PreflightCheck("GPUs", True, seen)
 
 
 def safetensors_problem(path: Path) -> str | None:

@@ -298,3 +298,45 @@ def flash_attn_arch(facts, ctx):
             yield make("gpu.flash-attn-unsupported-arch",
                        [f"{_name_of(g)}: compute capability {cc[0]}.{cc[1]} < {need[0]}.{need[1]}"],
                        name=g.get("name", "?"), cc=f"{cc[0]}.{cc[1]}", python=ctx.python)
+
+
+GIB = 1024 ** 3
+
+
+def job_world(config: dict | None, hw: dict) -> tuple[int, str]:
+    """How many GPUs the run asks for: trainer.n_gpus_per_node × trainer.nnodes of the composed
+    config (what verl's ResourcePoolManager requests from Ray), else the recipe's hardware."""
+    from doctor.rules.config import get
+
+    n, nodes = get(config, "trainer.n_gpus_per_node"), get(config, "trainer.nnodes")
+    if isinstance(n, int) and isinstance(nodes, int):
+        return n * nodes, f"trainer.n_gpus_per_node={n} × trainer.nnodes={nodes}"
+    return hw["gpus"], "the recipe's hardware.gpus"
+
+
+def recipe_gpus(gpu: dict, environ: dict, hw: dict, recipe: str, config: dict | None) -> tuple[list, str]:
+    """Whether the GPUs the job will see (CUDA_VISIBLE_DEVICES applied) are enough for the recipe:
+    ([gpu.too-few-for-recipe] or [], what the job sees). One mechanism for `recipes run`'s preflight
+    and `doctor check --recipe`."""
+    need, how = job_world(config, hw)
+    min_gib = hw.get("min_memory_gib", 0)
+    alt = " (or a recipe for fewer GPUs: recipes list)" if need > 1 else ""
+    params = dict(recipe=recipe, need=need, how=how, min_gib=min_gib, alt=alt)
+    if not gpu or not gpu.get("available"):
+        why = (gpu or {}).get("reason") or "NVML unavailable"
+        return [make("gpu.too-few-for-recipe", [f"NVML: {why}"], found=f"this machine has no usable NVIDIA GPU ({why})",
+                     **params)], "no GPU"
+    sel = select_devices(environ.get("CUDA_VISIBLE_DEVICES"), gpu.get("gpus") or [])
+    gpus = sel["devices"]
+    leaves = "" if sel["kind"] in ("all", "selected") else \
+        f"CUDA_VISIBLE_DEVICES={environ.get('CUDA_VISIBLE_DEVICES')!r} leaves the job {len(gpus)}; "
+    big = [g for g in gpus if g.get("memory_total", 0) >= min_gib * GIB]
+    have = ", ".join(f"{g.get('index')}: {g.get('name')} {g.get('memory_total', 0) / GIB:.0f} GiB" for g in gpus)
+    if len(big) < need:
+        ev = [f"the job's GPUs: {have or 'none'}"] + ([f"CUDA_VISIBLE_DEVICES={environ.get('CUDA_VISIBLE_DEVICES')!r}"]
+                                                      if "CUDA_VISIBLE_DEVICES" in environ else [])
+        return [make("gpu.too-few-for-recipe", ev, found=f"{leaves}found {len(gpus)} ({have or 'none'}), "
+                     f"{len(big)} large enough", **params)], have
+    busy = [g for g in big if g.get("compute_processes")]
+    note = f"; {len(busy)} already run compute processes" if busy else ""
+    return [], f"{len(big)} GPU(s) ≥ {min_gib} GiB ({have}){note}"

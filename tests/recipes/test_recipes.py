@@ -162,6 +162,10 @@ def test_doctor_check_recipe_joins_config_findings(tmp_path):
     doc = json.loads(p.stdout)
     ids = {x["id"] for x in doc["findings"]}
     assert {"config.tp-heads", "config.tp-gpus"} <= ids and "gpu.none" in ids and p.returncode == 1
+    checks = {c["check"]: c for c in doc["checks"]}
+    assert checks["enough GPUs for recipe tp4"]["status"] == "skipped"  # no GPU here: gpu.none says it once
+    assert checks["dry run of the trainer"] == {"check": "dry run of the trainer", "area": "trainer", "status": "skipped",
+                                                "ids": [], "why": "skipped by --fast"}
     assert run_doctor("check", "--fast", "--recipe", "no-such-recipe").returncode == 2
 
 

@@ -47,3 +47,21 @@ def test_a_gpu_uuid_in_cuda_visible_devices_is_not_redacted_as_a_secret():
     assert recorded["facts"]["environment"]["CUDA_VISIBLE_DEVICES"] == uuid
     assert environment_facts({"CUDA_VISIBLE_DEVICES": f"{uuid},0"}) == {"CUDA_VISIBLE_DEVICES": f"{uuid},0"}
     assert environment_facts({"CUDA_VISIBLE_DEVICES": "sk-" + "a" * 20})["CUDA_VISIBLE_DEVICES"] == "<redacted>"
+
+
+def test_check_recipe_counts_the_gpus_the_job_sees_on_the_recorded_h200():
+    from doctor.recipes import catalog
+    from doctor.rules.gpu import recipe_gpus
+
+    def verdict(name, recording, recipe):
+        facts = json.loads((RECORDINGS / f"h200-{recording}.json").read_text())["facts"]
+        r = catalog.load(recipe)
+        config = {"trainer": {"n_gpus_per_node": r["hardware"]["gpus"], "nnodes": 1}}
+        return recipe_gpus(facts["gpu"], facts["environment"], r["hardware"], r["name"], config)
+
+    found, _ = verdict("2xA100", "cvd-unset", "gsm8k-2xA100")  # 2 GPUs asked, 1 H200 there
+    assert [f.id for f in found] == ["gpu.too-few-for-recipe"] and "found 1 (0: NVIDIA H200 140 GiB)" in found[0].title
+    found, seen = verdict("smoke", "cvd-uuid", "gsm8k-smoke-1gpu")
+    assert found == [] and seen.startswith("1 GPU(s) ≥ 24 GiB (0: NVIDIA H200")
+    found, _ = verdict("smoke", "cvd-1", "gsm8k-smoke-1gpu")  # CUDA_VISIBLE_DEVICES=1 on a 1-GPU machine
+    assert "CUDA_VISIBLE_DEVICES='1' leaves the job 0" in found[0].title
