@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from doctor import knowledge
@@ -50,6 +51,22 @@ class Finding:
         if self.caused_by is not None:
             d["caused_by"] = self.caused_by
         return d
+
+
+_UNFILLED = re.compile(r"\{[a-z_]+\}|<[^<>\n]{3,}>")
+
+
+def hold_unrunnable(f: Finding) -> Finding:
+    """A fix command that still has a placeholder ({lockfile} nobody could fill, <the wheel …>)
+    would not run as printed: it leaves the commands and is shown in the summary as one to adapt."""
+    keep: list[str] = []
+    adapt: list[str] = []
+    for c in f.fix.commands:
+        (adapt if _UNFILLED.search(c) else keep).append(c)
+    if adapt:
+        f.fix.commands = keep
+        f.fix.summary += " To adapt (the doctor could not fill in its placeholder): " + "; ".join(f"`{c}`" for c in adapt)
+    return f
 
 
 def make(finding_id: str, evidence: list[str], severity: str | None = None, **params) -> Finding:

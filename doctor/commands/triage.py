@@ -11,6 +11,18 @@ from doctor.target import resolve_python
 from doctor.triage import looks_like_a_log, read_log, spec, triage_text
 
 
+def _python_version(python: str) -> str | None:
+    """3.N of the interpreter the fixes name (it picks their lockfile when the log shows no Python)."""
+    import subprocess
+
+    try:
+        out = subprocess.run([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], capture_output=True,
+                             text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out or None
+
+
 def run_triage(args) -> int:
     from doctor.bundle import bundle_log_text
 
@@ -21,7 +33,7 @@ def run_triage(args) -> int:
                          "give the training run's output (e.g. the file `| tee` wrote)")
     python = resolve_python(args.python)
     try:
-        t = triage_text(text, args.log, python=python)
+        t = triage_text(text, args.log, python=python, python_version=_python_version(python))
     except Exception as exc:  # noqa: BLE001 - the doctor's own bug: one line, not a traceback
         import sys
         import traceback

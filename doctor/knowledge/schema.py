@@ -52,6 +52,7 @@ SCHEMAS: dict[str, Any] = {
         "line_prefixes": [Regex()], "completion_markers": [TEXT],
         "failure_markers": [{"name": TEXT, "pattern": Regex()}],
         "benign_lines?": [{"pattern": Regex(), "source": TEXT}],
+        "log_versions?": [{"pattern": Regex(), "dist?": TEXT, "source": TEXT}],
     },
     "verl_vllm": [{"verl": TEXT, "accepts": Any, "error": TEXT, "source": TEXT}],
     "lock": {"ignore_extra": [{"dist": TEXT, "reason": TEXT}]},

@@ -140,6 +140,10 @@ def render_triage(t, console: Console | None = None, python: str | None = None) 
         return
     f0 = t.failure
     console.print("[red]✗ the run failed[/]" + (f" [dim]({f0['marker']} at line {f0['line']})[/]" if f0 else ""))
+    if getattr(t, "differs", None):
+        console.print(f"  [yellow]this log's stack is not the locked set:[/] {escape(', '.join(t.differs))} — the fixes "
+                      "name the log's own versions and pin no lockfile; to move to the locked set instead, sync a venv "
+                      "from one of the doctor's lockfiles (README: The reference stacks)")
     for f in t.findings:
         mark, colour = mark_of(console, f.severity)
         console.print(f"  [{colour}]{mark} {f.id}[/]: {escape(f.title)}")

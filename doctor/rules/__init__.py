@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from packaging.utils import canonicalize_name
 
-from doctor.findings import Finding, report_order
+from doctor.findings import Finding, hold_unrunnable, report_order
 from doctor.results import Check, Status
 from doctor.rules.registry import FactView, Registry, run_rule
 
@@ -86,6 +86,8 @@ def evaluate(facts: dict, ctx: Context, trace: dict | None = None) -> tuple[list
         checks.append(check)
     link_root_causes(merged)
     _pin_to_the_lockfile(merged.values(), facts, ctx)
+    for f in merged.values():  # a command nothing could fill in is not printed as one to run
+        hold_unrunnable(f)
     findings = sorted(merged.values(), key=report_order)
     return findings, checks
 

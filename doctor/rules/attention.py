@@ -14,6 +14,14 @@ def _wheel_url(facts, ctx) -> str:
     return (wheels.get(facts["markers"]["python_version"]) or {}).get("url", "flash-attn")
 
 
+def _wheel_params(facts, ctx) -> dict:
+    """The wheel the stack names for the target's Python, and what it is built for."""
+    stack = active_stack(facts, ctx)
+    torch = next((r.split("==")[1] for r in stack.get("requirements", []) if r.startswith("torch==")), "?")
+    return {"wheel_url": _wheel_url(facts, ctx), "torch_mm": ".".join(torch.split(".")[:2]),
+            "py": facts["markers"]["python_version"]}
+
+
 def _has_gpu(facts, ctx) -> bool:
     gpu = facts["gpu"]
     return bool(gpu.get("available") and gpu.get("gpus")) and not getattr(ctx, "no_gpu", False)
@@ -30,7 +38,7 @@ def flash_attn_missing(facts, ctx):
     evidence = ["no flash-attn distribution installed"]
     if not _has_gpu(facts, ctx):
         evidence.append("no GPU here: reported as a warning; on a GPU node verl needs it")
-    yield make("flash-attn.missing", evidence, severity=severity, wheel_url=_wheel_url(facts, ctx), python=ctx.python)
+    yield make("flash-attn.missing", evidence, severity=severity, python=ctx.python, **_wheel_params(facts, ctx))
 
 
 def _abi_rule(ext_name: str, finding_id: str):
@@ -40,8 +48,8 @@ def _abi_rule(ext_name: str, finding_id: str):
             return
         msg = ext.get("message", "")
         if "undefined symbol" in msg:
-            yield make(finding_id, [f"{ext.get('path')}: {msg}"], message=msg, wheel_url=_wheel_url(facts, ctx),
-                       python=ctx.python)
+            yield make(finding_id, [f"{ext.get('path')}: {msg}"], message=msg, python=ctx.python,
+                       **_wheel_params(facts, ctx))
         elif classify(msg) == "gpu.required-at-import":  # no driver here: it could not load, so not judged
             raise cannot_look("extensions", f"{ext_name} needs the NVIDIA driver to load ({msg})")
         else:

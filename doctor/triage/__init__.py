@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 
 from doctor import knowledge
-from doctor.findings import Finding, make
+from doctor.findings import Finding, hold_unrunnable, make
 
 MAX_EVIDENCE = 8
 _FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
@@ -38,6 +38,7 @@ def spec() -> dict:
         # re.M: the same patterns serve one line and the whole joined text
         "markers": [(m["name"], re.compile(m["pattern"], re.M)) for m in raw["failure_markers"]],
         "signatures": sigs,
+        "versions": [(v.get("dist"), re.compile(v["pattern"])) for v in raw.get("log_versions", [])],
     }
 
 
@@ -51,11 +52,69 @@ class Triage:
     last_step_line: int | None = None
     failure: dict | None = None      # first failure marker: {line, marker, text}
     findings: list[Finding] = field(default_factory=list)
+    log_stack: dict = field(default_factory=dict)   # versions the log itself shows (log_context)
+    differs: list[str] = field(default_factory=list)  # how they differ from the locked set
 
     def to_document(self) -> dict:
         return {"schema_version": 1, "log": self.log, "status": self.status, "failed": self.failed,
                 "lines": self.lines, "last_step": self.last_step, "last_step_line": self.last_step_line,
-                "failure": self.failure, "findings": [f.to_dict() for f in self.findings]}
+                "failure": self.failure, "log_stack": self.log_stack, "differs": self.differs,
+                "findings": [f.to_dict() for f in self.findings]}
+
+
+def log_context(text: str) -> dict[str, str]:
+    """The versions a log shows of its own stack (knowledge/triage.yaml log_versions): first match
+    per distribution; Python as 3.N."""
+    from packaging.utils import canonicalize_name
+
+    found: dict[str, str] = {}
+    if len(text) > 2_000_000:  # versions show at the start (banners) or the end (a pasted env): not 10 MB of steps
+        text = text[:1_000_000] + "\n" + text[-1_000_000:]
+    for dist, rx in spec()["versions"]:
+        for m in rx.finditer(text):
+            g = {k: v for k, v in m.groupdict().items() if v}
+            name = canonicalize_name(dist or g.get("dist", ""))
+            version = f"3.{g['minor']}" if "minor" in g else g.get("version") or g.get("version2")
+            if name and version and name not in found:
+                found[name] = version
+            break
+    return found
+
+
+def _mm(version: str | None) -> str | None:
+    m = re.match(r"(\d+)\.(\d+)", version or "")
+    return f"{m.group(1)}.{m.group(2)}" if m else None
+
+
+def fix_params(log: dict[str, str], python_version: str | None) -> tuple[dict, list[str]]:
+    """Parameters for the fixes from what the log shows, and how its stack differs from the locked
+    set. A fix pins the locked set only where the log's stack is that set (or shows no versions):
+    a log from vllm 0.2.4 is not told to install vllm 0.6.3.post1 as if that were the same fix."""
+    from doctor.lockfiles import parse_lockfile, stack_lockfile
+
+    stack = knowledge.default_stack()
+    pyver = log.get("python") or python_version
+    lock_path = stack_lockfile(stack["name"], pyver) if pyver and pyver in stack["python"] else None
+    pins = {n: d["version"] for n, d in parse_lockfile(lock_path).items()} if lock_path and lock_path.is_file() else {}
+    if not pins:
+        pins = {r.split("==")[0]: r.split("==")[1] for r in stack["requirements"] if "==" in r}
+    # torch, transformers, ray, flash-attn: a minor release is the same ABI/API family; vllm and verl
+    # change what they accept within one (verl 0.3 rejects vllm 0.6.3.post1, accepts 0.6.3)
+    def release(v: str) -> str:
+        return v.split("+")[0]
+    same = {"torch": _mm, "transformers": _mm, "ray": _mm, "flash-attn": _mm, "xformers": release,
+            "vllm": release, "verl": release}
+    differs = [f"{d} {v} (the locked set: {pins[d]})" for d, v in log.items()
+               if d in pins and d in same and same[d](v) != same[d](pins[d])]
+    torch = (log.get("torch") or pins.get("torch", "")).split("+")[0]
+    params = {"torch": torch, "torch_mm": _mm(torch) or "?", "vllm": log.get("vllm") or pins.get("vllm"),
+              "py": pyver or "your Python"}
+    if lock_path is not None and lock_path.is_file() and not differs:
+        params["lockfile"] = str(lock_path)
+    wheel = ((stack.get("flash_attn") or {}).get("wheels") or {}).get(pyver or "")
+    if wheel and _mm(torch) == _mm(pins.get("torch")):
+        params["wheel_url"] = wheel["url"]
+    return {k: v for k, v in params.items() if v}, differs
 
 
 def clean_lines(text: str, sp: dict) -> list[str]:
@@ -87,10 +146,13 @@ def looks_like_a_log(lines: list[str], sp: dict) -> bool:
     return any(_LOG_LINE.search(ln) or any(rx.search(ln) for _, rx in sp["markers"]) for ln in lines)
 
 
-def triage_text(text: str, path: str, python: str = "python") -> Triage:
-    """The triage of one log; `python` is the interpreter the fix commands name."""
+def triage_text(text: str, path: str, python: str = "python", python_version: str | None = None) -> Triage:
+    """The triage of one log; `python` is the interpreter the fix commands name (its version, when
+    known, picks the lockfile and wheel the fixes name if the log shows no Python of its own)."""
     sp = spec()
     lines = clean_lines(text, sp)
+    log_stack = log_context("\n".join(lines))
+    known, differs = fix_params(log_stack, python_version)
     last_step = last_step_idx = None
     from doctor.recipes.logparse import parse_step
 
@@ -111,7 +173,8 @@ def triage_text(text: str, path: str, python: str = "python") -> Triage:
     failed = not completed and bool(markers or (last_step_idx is None and fatal_hits))
     t = Triage(log=path, lines=len(lines), failed=failed,
                status="failed" if failed else "completed" if completed else "no-failure-evidence",
-               last_step=last_step, last_step_line=None if last_step_idx is None else last_step_idx + 1)
+               last_step=last_step, last_step_line=None if last_step_idx is None else last_step_idx + 1,
+               log_stack=log_stack, differs=differs)
     if markers:
         i, name = markers[0]
         t.failure = {"line": i + 1, "marker": name, "text": _short(lines[i])}
@@ -121,12 +184,14 @@ def triage_text(text: str, path: str, python: str = "python") -> Triage:
     symptoms = [h for h in fatal_hits if h["sig"].get("symptom")]
     warn_hits = _match(lines, range(len(lines)), [s for s in sp["signatures"] if not s.get("fatal")])
     if causes:
-        t.findings += _findings(causes, lines, then=symptoms, severity="error", python=python)
+        t.findings += _findings(causes, lines, then=symptoms, severity="error", python=python, known=known)
     elif symptoms:
-        t.findings += _findings(symptoms, lines, severity="error", python=python)
+        t.findings += _findings(symptoms, lines, severity="error", python=python, known=known)
     else:
         t.findings.append(_unrecognized(lines, start, markers))
-    t.findings += _findings(warn_hits, lines, severity="warning", python=python)
+    t.findings += _findings(warn_hits, lines, severity="warning", python=python, known=known)
+    for f in t.findings:
+        hold_unrunnable(f)
     return t
 
 
