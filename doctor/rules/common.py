@@ -181,3 +181,13 @@ def stack_lockfile_for(facts: dict, stack: dict) -> str:
 
     pyver = facts["markers"]["python_version"]
     return str(stack_lockfile(stack["name"], pyver if pyver in stack["python"] else stack["python"][-1]))
+
+
+def cause_of(text: str, python: str, **known):
+    """The root cause the signature table (its log entries) names in an error text that a probe
+    captured — vLLM's registry child's stderr, the Ray smoke's error and logs, a dry-run step's
+    exception — or None. The caller lists its own finding under it (caused_by)."""
+    from doctor.triage import causes_in_text
+
+    causes = causes_in_text(text, python, **known) if text.strip() else []
+    return causes[0] if causes else None

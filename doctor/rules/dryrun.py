@@ -10,8 +10,8 @@ import functools
 from doctor import knowledge
 from doctor.findings import Finding, make
 from doctor.results import Check, Status
+from doctor.rules.common import cause_of
 from doctor.rules.registry import Registry, cannot_look, run_rule
-from doctor.triage import causes_in_text
 
 TRAINER_RULES = Registry(area="trainer")
 
@@ -59,11 +59,10 @@ def step_findings(dry: dict, spec: dict, recipe: str, python: str) -> list[Findi
         err = step.get("error") or {}
         failure = make("trainer.step-failed", _evidence(step, spec), step=spec["title"], message=_error_text(err)[:200],
                        recipe=recipe, python=python, verl=dry.get("verl") or "?")
-        text = err.get("text") or err.get("message") or ""
-        causes = causes_in_text(text, python, verl=dry.get("verl") or "?")
-        if causes:
-            failure.caused_by = causes[0].id
-            out += causes[:1]
+        cause = cause_of(err.get("text") or err.get("message") or "", python, verl=dry.get("verl") or "?")
+        if cause is not None:
+            failure.caused_by = cause.id
+            out.append(cause)
         out.append(failure)
     detail = step.get("detail") or {}
     # Only when the run is whole epochs: with trainer.total_training_steps it ends before an epoch does.

@@ -10,7 +10,7 @@ from doctor import knowledge
 from doctor.findings import make
 from doctor.rules import rule
 from doctor.rules.registry import cannot_look
-from doctor.rules.common import (classify, grouped_failure_evidence, human_bytes, import_failures,
+from doctor.rules.common import (cause_of, classify, grouped_failure_evidence, human_bytes, import_failures,
                                  installed, satisfies)
 
 MAX_LISTED = 10
@@ -201,8 +201,15 @@ def smoke_failed(facts, ctx):
         evidence.append(f"{name} (last {len(lines)} lines):\n  " + "\n  ".join(lines))
     if smoke.get("killed_leftovers"):
         evidence.append(f"leftover processes of the smoke test killed: {smoke['killed_leftovers']}")
-    yield make("ray.smoke-failed", evidence, stage=smoke.get("stage"), message=err.get("message"),
-               ray=smoke.get("ray_version") or installed(facts, "ray"), python=ctx.python)
+    surfaced = make("ray.smoke-failed", evidence, stage=smoke.get("stage"), message=err.get("message"),
+                    ray=smoke.get("ray_version") or installed(facts, "ray"), python=ctx.python)
+    text = "\n".join([err.get("text") or err.get("message") or ""] + [ln for lines in (smoke.get("logs") or {}).values()
+                                                                    for ln in lines])
+    cause = cause_of(text, ctx.python, ray=smoke.get("ray_version") or installed(facts, "ray") or "?")
+    if cause is not None:
+        surfaced.caused_by = cause.id
+        yield cause
+    yield surfaced
 
 
 @rule("stack versions agree across the Ray cluster's nodes (--cluster)", "ray", needs=("ray_cluster",),

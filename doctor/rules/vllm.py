@@ -5,7 +5,7 @@ from __future__ import annotations
 from doctor.findings import make
 from doctor.rules import rule
 from doctor.rules.registry import cannot_look
-from doctor.rules.common import classify, exception_summary, installed
+from doctor.rules.common import cause_of, classify, exception_summary, installed
 
 
 @rule("vLLM's tokenizer wrapper works with transformers", "vllm", needs=("imports",), requires=("vllm", "transformers"))
@@ -29,7 +29,12 @@ def qwen2(facts, ctx):
     tail = reg.get("stderr_tail") or []
     evidence = [f"`{' '.join(reg.get('command', []))}` exited {reg.get('returncode')}"]
     evidence += exception_summary(tail) or ["  " + line for line in tail[-4:]]
-    yield make("vllm.qwen2-not-inspectable", evidence, python=ctx.python)
+    surfaced = make("vllm.qwen2-not-inspectable", evidence, python=ctx.python)
+    cause = cause_of("\n".join(tail), ctx.python, vllm=installed(facts, "vllm") or "?")
+    if cause is not None:  # the same signature table as the imports and the logs
+        surfaced.caused_by = cause.id
+        yield cause
+    yield surfaced
 
 
 @rule("vllm._C loads", "vllm", needs=("extensions",), requires=("vllm",))

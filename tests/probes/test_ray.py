@@ -213,8 +213,9 @@ def test_smoke_probe_and_its_failure(ray_tmp):
     assert len(ray_path.encode()) <= predicted["bytes"] and predicted["too_long"]
 
     found = list(ray_rules.smoke_failed({"ray_smoke": bad.data}, Context(python=py)))
-    assert [f.id for f in found] == ["ray.smoke-failed"] and found[0].severity == "error"
-    assert "AF_UNIX" in found[0].title
+    # the signature table names the cause in the smoke's error; the smoke's failure is listed under it
+    assert [f.id for f in found] == ["ray.tmpdir-too-long", "ray.smoke-failed"] and found[1].severity == "error"
+    assert found[1].caused_by == "ray.tmpdir-too-long" and "AF_UNIX" in found[1].title
 
 
 # --- the temp root and garbage layouts (no Ray needed: facts come from the doctor's process) -------
