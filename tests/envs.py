@@ -40,6 +40,13 @@ RECIPES: dict[str, tuple[Path, list[list[str]], str]] = {
                       "the working set with transformers 4.46.3: a second Ray node for cluster drift"),
     "setuptools80": (LOCK_041, [["install", "setuptools==84.2.1"]],
                      "setuptools >= 80 (84.2.1: no pkg_resources since 82): import verl fails"),
+    # A paper repository's vendored verl, as TinyZero and the repos built on it ship one: verl
+    # 0.3.0.post1's own source (its PyPI sdist) with the fork's version string, `pip install -e`
+    # into the verl 0.3 lock. The checkout lives beside the env (NAME-checkout).
+    "verl-fork-editable": (LOCK_030, [["fork", "verl==0.3.0.post1", "0.1.0"]],
+                           "an editable verl fork (verl 0.3.0.post1's code, version 0.1.0) over the verl 0.3 lock"),
+    "verl-fork-post1": (LOCK_030, [["fork", "verl==0.3.0.post1", "0.1.0"], ["install", "--no-deps", "vllm==0.6.3.post1"]],
+                        "the editable fork with vllm 0.6.3.post1 laid over: its own adapter rejects it"),
 }
 
 # The working set with one distribution pinned over it the way users do it (`pip install --no-deps
@@ -117,9 +124,33 @@ def _make(name: str, env_dir: Path) -> Path:
     py = str(python_of(env_dir))
     _run([uv(), "pip", "sync", "--quiet", "--require-hashes", "--python", py, str(lock)], env=env)
     for args in mutations:
+        if args[0] == "fork":
+            _install_fork(py, env_dir, args[1], args[2], env)
+            continue
         extra = ["--exclude-newer", EXCLUDE_NEWER] if args[0] == "install" else []
         _run([uv(), "pip", *args[:1], "--quiet", "--python", py, *extra, *args[1:]], env=env)
     return python_of(env_dir)
+
+
+def _install_fork(py: str, env_dir: Path, requirement: str, version: str, env: dict) -> None:
+    """The sdist of `requirement` unpacked as the user's checkout, its version file set to the
+    fork's, installed editable (no deps: the lock has them) — a real `pip install -e .`."""
+    import tarfile
+    import tempfile
+
+    checkout = env_dir.parent / (env_dir.name + "-checkout")
+    shutil.rmtree(checkout, ignore_errors=True)
+    checkout.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        _run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:", "-d", tmp, requirement])
+        (sdist,) = Path(tmp).glob("*.tar.gz")
+        with tarfile.open(sdist) as tf:
+            tf.extractall(tmp, filter="data")
+        (src,) = [p for p in Path(tmp).iterdir() if p.is_dir()]
+        shutil.move(str(src), checkout)
+    (checkout / "verl" / "version" / "version").write_text(version + "\n")
+    _run([uv(), "pip", "install", "--quiet", "--python", py, "--exclude-newer", EXCLUDE_NEWER, "--no-deps",
+          "-e", str(checkout)], env=env)
 
 
 def build_copy(name: str, dest_dir: Path) -> Path:

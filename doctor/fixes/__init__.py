@@ -92,6 +92,7 @@ class Plan:
     steps: list[Step] = field(default_factory=list)
     manual: list[dict] = field(default_factory=list)     # findings the doctor cannot fix: id, severity, title, summary, commands
     excluded: list[str] = field(default_factory=list)    # automatic findings left out by --only
+    kept: list[dict] = field(default_factory=list)       # fixes not planned: they would touch the user's own code
 
     @property
     def targets(self) -> set[str]:
@@ -103,7 +104,8 @@ class Plan:
 
     def to_dict(self) -> dict:
         return {"target": self.target, "stack": self.stack, "lockfile": self.lockfile,
-                "steps": [s.to_dict() for s in self.steps], "manual": self.manual, "excluded": self.excluded}
+                "steps": [s.to_dict() for s in self.steps], "manual": self.manual, "excluded": self.excluded,
+                "kept": self.kept}
 
 
 def fix_entries() -> list[dict]:
@@ -123,6 +125,12 @@ def entry_for(finding_id: str) -> dict | None:
 def _stack_constraint(stack: dict | None, dist: str) -> dict | None:
     want = canonicalize_name(dist)
     return next((c for c in (stack or {}).get("constraints", []) if canonicalize_name(c["dist"]) == want), None)
+
+
+def _req_name(requirement: str) -> str:
+    from packaging.requirements import Requirement
+
+    return Requirement(requirement).name
 
 
 def requirement_for(item: str, finding_id: str, stack: dict | None) -> tuple[str, dict | None]:
@@ -155,11 +163,14 @@ def validate_only(only: list[str] | None) -> None:
 
 
 def build_plan(findings, *, python: str, stack: dict | None, lockfile: str | None = None,
-               only: list[str] | None = None) -> Plan:
+               only: list[str] | None = None, protected: dict[str, str] | None = None) -> Plan:
     """Ordered steps for every automatic finding that has an entry in fixes.yaml.
 
     All package entries become ONE packages step (one uv resolution), or, with a lockfile, one
-    sync-lock step. Non-automatic errors and warnings become manual steps."""
+    sync-lock step. Non-automatic errors and warnings become manual steps. `protected` (name →
+    checkout) are the user's own code (editable installs, source trees): no step installs,
+    reinstalls or removes them — a lockfile sync, which would, becomes a manual step that says so."""
+    protected = {canonicalize_name(n): p for n, p in (protected or {}).items()}
     from doctor.fixes import packages  # noqa: F401 - registers the package step kinds
     from doctor.fixes import ray_sessions  # noqa: F401 - registers the ray-quarantine kind
 
@@ -183,9 +194,23 @@ def build_plan(findings, *, python: str, stack: dict | None, lockfile: str | Non
         if entry["kind"] == "sync-lock" or (lockfile and entry["kind"] == "packages"):
             if not lockfile:  # lock.drift only fires with --lock; keep the guard for other callers
                 continue
+            if protected:
+                names = ", ".join(f"{n} ({p})" for n, p in sorted(protected.items()))
+                plan.manual.append({"id": f.id, "severity": f.severity, "title": f.title, "summary": fix.summary,
+                                    "commands": list(fix.commands),
+                                    "why": f"a sync to {lockfile} would replace or remove your own checkout(s): {names}; "
+                                           "run it yourself only if that is what you want"})
+                continue
             lock_targets.append(f.id)
             continue
         if entry["kind"] == "packages":
+            wanted = [requirement_for(item, f.id, stack) for item in entry.get("install", [])]
+            mine = sorted({canonicalize_name(_req_name(r)) for r, _ in wanted} & set(protected))
+            mine += sorted({canonicalize_name(_req_name(r)) for r in entry.get("reinstall", [])} & set(protected) - set(mine))
+            if mine:  # the user's code: never replaced, whatever a finding about it says
+                plan.kept.append({"id": f.id, "dists": mine, "why": "your own checkout: " + ", ".join(
+                    f"{n} at {protected[n]}" for n in mine) + " (the doctor never installs over it)"})
+                continue
             pkg_targets.append(f.id)
             for item in entry.get("install", []):
                 req, c = requirement_for(item, f.id, stack)

@@ -96,7 +96,7 @@ def fix(req: FixRequest, ui: FixUI, check: Callable[[str | None], "CheckResult"]
     document (its `status` and `exit_code` say how it ended)."""
     from doctor.fixes.packages import bind_constraints_path
     from doctor.knowledge import get_stack
-    from doctor.rules.common import closest_stack
+    from doctor.rules.common import closest_stack, user_projects
 
     t_start = time.perf_counter()
     doc: dict = {"command": "fix", "target": req.python, "dry_run": req.dry_run, "snapshot": None,
@@ -116,7 +116,8 @@ def fix(req: FixRequest, ui: FixUI, check: Callable[[str | None], "CheckResult"]
         stack_how = "chosen with --stack" if req.stack_name else "closest by installed versions"
         t0 = time.perf_counter()
         plan = build_plan(before.findings, python=req.python, stack=stack,
-                          lockfile=str(req.lockfile) if req.lockfile else None, only=req.only)
+                          lockfile=str(req.lockfile) if req.lockfile else None, only=req.only,
+                          protected=user_projects(before.facts))
         doc.update(stack=plan.stack, lockfile=plan.lockfile, before=summary(before.findings))
         snap_id = None if req.dry_run or not plan.steps else snapmod.new_id()
         if snap_id:

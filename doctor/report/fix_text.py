@@ -36,12 +36,16 @@ def render_plan(console: Console, plan, result, stack_how: str) -> None:
                           f"{escape(r['reason'])} ({escape(r['source'])})[/]")
     if plan.excluded:
         console.print(f"  [dim]left out by --only: {escape(', '.join(plan.excluded))}[/]")
+    for k in getattr(plan, "kept", []):
+        console.print(f"  [cyan]will not touch[/] {escape(', '.join(k['dists']))} for {escape(k['id'])}: {escape(k['why'])}")
     if plan.manual:
         console.print("\n[bold]Manual steps[/] (doctor fix does not do these)")
         for m in plan.manual:
             mark, colour = ("✗", "red") if m["severity"] == "error" else ("!", "yellow")
             console.print(f"  [{colour}]{mark} {escape(m['id'])}[/]: {escape(m['title'])}")
             console.print(f"      fix: {escape(m['summary'])}")
+            if m.get("why", "").startswith("a sync to"):
+                console.print(f"      [cyan]not done by doctor fix:[/] {escape(m['why'])}")
             for c in m["commands"]:
                 console.print(f"        $ {escape(c)}")
 

@@ -112,6 +112,8 @@ def differs_from_reference(facts: dict, ctx) -> dict[str, tuple[str, str | None]
     ref = (ctx.reference or {}).get("pins") or {}
     out: dict[str, tuple[str, str | None]] = {}
     for name, locked in ref.items():
+        if user_project(facts, name):  # the user's own code differs by design (version.user-project)
+            continue
         have = installed(facts, name)
         if have is None:
             out[name] = ("missing", locked)
@@ -191,3 +193,15 @@ def cause_of(text: str, python: str, **known):
 
     causes = causes_in_text(text, python, **known) if text.strip() else []
     return causes[0] if causes else None
+
+
+def user_project(facts: dict, dist: str) -> str | None:
+    """The user's own checkout a distribution is installed from (pip install -e, a source tree on
+    sys.path), or None: that code is the project's, judged by what it does, never replaced."""
+    d = facts["distributions"].get(canonicalize_name(dist)) or {}
+    return d.get("project") or (d.get("path") if d.get("editable") else None)
+
+
+def user_projects(facts: dict) -> dict[str, str]:
+    """name -> checkout, for every distribution of the target that is the user's own code."""
+    return {n: p for n in facts.get("distributions") or {} if (p := user_project(facts, n))}

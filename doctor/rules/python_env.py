@@ -9,7 +9,7 @@ from packaging.utils import canonicalize_name
 from doctor import knowledge
 from doctor.findings import make
 from doctor.rules import rule
-from doctor.rules.common import (active_stack, failure_evidence, failures_for, grouped_failure_evidence, installed,
+from doctor.rules.common import (active_stack, user_project, failure_evidence, failures_for, grouped_failure_evidence, installed,
                                  stack_lockfile_for)
 
 
@@ -48,13 +48,24 @@ def pkg_resources_missing(facts, ctx):
                python=ctx.python)
 
 
+def _inside(path: str, directory: str | None) -> bool:
+    if not directory or not path:
+        return False
+    d = posixpath.normpath(directory)
+    return posixpath.commonpath([posixpath.normpath(path), d]) == d
+
+
 @rule("package metadata is readable and unique", "python", needs=("distributions",))
 def broken_metadata(facts, ctx):
     problems = facts.get("metadata_problems") or {}
     evidence = [f"{b['path']}: {b['error']}" for b in problems.get("broken", [])]
-    evidence += [f"second copy of {d['name']} {d['version']} at {d['path']}" for d in problems.get("duplicates", [])]
+    # An editable install's own build metadata (NAME.egg-info inside the user's checkout, which is
+    # on sys.path) is a second copy by the metadata's count, and no stale one.
+    dups = [d for d in problems.get("duplicates", [])
+            if not _inside(d.get("path") or "", user_project(facts, d["name"]))]
+    evidence += [f"second copy of {d['name']} {d['version']} at {d['path']}" for d in dups]
     if evidence:
-        dists = " ".join(sorted({d["name"] for d in problems.get("duplicates", [])})) or "PACKAGE"
+        dists = " ".join(sorted({d["name"] for d in dups})) or "PACKAGE"
         yield make("python.broken-metadata", evidence, dists=dists, python=ctx.python)
 
 
@@ -81,7 +92,7 @@ def shadowed(facts, ctx):
         if "." in module or not info.get("ok") or not info.get("file"):
             continue
         dist = (facts["distributions"] or {}).get(canonicalize_name(module.replace("_", "-")))
-        if not dist or dist.get("editable") or not dist.get("path"):
+        if not dist or dist.get("editable") or dist.get("project") or not dist.get("path"):
             continue
         site = posixpath.dirname(dist["path"].rstrip("/"))
         if posixpath.commonpath([posixpath.normpath(info["file"]), site]) == site:

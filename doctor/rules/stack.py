@@ -9,7 +9,7 @@ from doctor import knowledge
 from doctor.findings import make
 from doctor.rules import rule
 from doctor.rules.common import (active_stack, closest_stack, differs_from_reference, failure_evidence, failures_for,
-                                 installed, missing_stack_dists, stack_lockfile_for)
+                                 installed, missing_stack_dists, satisfies, stack_lockfile_for, user_project)
 from doctor.rules.registry import cannot_look
 
 
@@ -88,6 +88,11 @@ def accepts_in_words(acc: dict) -> str:
 @rule("verl accepts the installed vLLM", "stack", needs=("distributions",), requires=("verl", "vllm"))
 def verl_rejects_vllm(facts, ctx):
     verl, vllm = installed(facts, "verl"), installed(facts, "vllm")  # both there: requires=
+    project = user_project(facts, "verl")
+    code = (facts["distributions"].get("verl") or {}).get("vllm_accepts")
+    if project and code:  # the user's checkout: judged by its own adapter, never replaced
+        yield from _project_rejects_vllm(facts, ctx, vllm, project, code)
+        return
     ok, entry = adapter_accepts(verl, vllm)
     if ok:
         return
@@ -99,6 +104,37 @@ def verl_rejects_vllm(facts, ctx):
     else:
         evidence.insert(0, "expected at import: " + entry["error"].format(vllm=vllm))
     yield make("stack.verl-rejects-vllm", evidence, verl=verl, vllm=vllm, python=ctx.python)
+
+
+def _accepts(acc: dict, vllm: str) -> bool:
+    if vllm in acc.get("exact", []) or any(vllm.startswith(p) for p in acc.get("prefix", [])):
+        return True
+    try:
+        return "min" in acc and Version(vllm) >= Version(acc["min"])
+    except InvalidVersion:
+        return False
+
+
+def _project_rejects_vllm(facts, ctx, vllm: str, project: str, acc: dict):
+    if _accepts(acc, vllm):
+        return
+    same_release = [v for v in acc.get("exact", []) if Version(v).release[:3] == Version(vllm).release[:3]]
+    near = same_release or [v for v in acc.get("exact", []) if Version(v).release[:2] == Version(vllm).release[:2]]
+    evidence = [f"verl from your checkout {project} + vllm {vllm} (installed)",
+                f"its own {acc['file']} accepts {accepts_in_words(acc)}"]
+    real = failures_for(facts, "stack.verl-rejects-vllm")
+    if real:
+        evidence.insert(0, failure_evidence(*real[0]))
+    want = near[-1] if near else None
+    # the lockfile of the family that pins what the checkout accepts (verl 0.3's vllm==0.6.3), not the
+    # closest stack's (which may pin the very vllm the checkout rejects)
+    family = next((st for st in knowledge.stacks().values() if want and any(
+        c["dist"] == "vllm" and satisfies(want, c["spec"]) for c in st["constraints"])), None)
+    lockfile = stack_lockfile_for(facts, family) if family else "{lockfile}"
+    if family:
+        evidence.append(f"the {family['name']} family pins vllm {want}: its lockfile constrains the install")
+    yield make("stack.project-rejects-vllm", evidence, vllm=vllm, project=project, accepts=accepts_in_words(acc),
+               want=want or "{want}", lockfile=lockfile, python=ctx.python)
 
 
 @rule("the env matches the known-good set (the stack's lockfile)", "stack", needs=("distributions",))

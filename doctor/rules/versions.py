@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from doctor.findings import make
 from doctor.rules import rule
-from doctor.rules.common import active_stack, installed, satisfies
+from doctor.rules.common import active_stack, installed, satisfies, user_project
 from doctor.rules.registry import cannot_look
 
 
@@ -16,6 +16,12 @@ def out_of_range(facts, ctx):
     for c in stack["constraints"]:
         v = installed(facts, c["dist"])
         if v is None or satisfies(v, c["spec"]):
+            continue
+        project = user_project(facts, c["dist"])
+        if project:  # the user's own checkout: its version string is its own, its code is judged
+            yield make("version.user-project", [f"{c['dist']} {v} is installed from {project} (your checkout)",
+                                                f"{stack['name']} pins {c['dist']}{c['spec']}: not applied to your own code"],
+                       dist=c["dist"], installed=v, spec=c["spec"], project=project, stack=stack["name"])
             continue
         yield make(f"version.{c['dist']}", [f"{c['dist']}=={v} installed; {stack['name']} needs {c['dist']}{c['spec']}",
                                             f"why: {c['reason']}"],

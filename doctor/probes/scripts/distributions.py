@@ -54,14 +54,22 @@ for dist in md.distributions():
     except Exception:
         installer = None
     editable = False
+    project = None
     try:
         direct = dist.read_text("direct_url.json")
         if direct:
             import json as _j
 
-            editable = bool((_j.loads(direct).get("dir_info") or {}).get("editable"))
+            _d = _j.loads(direct)
+            editable = bool((_d.get("dir_info") or {}).get("editable"))
+            if editable and str(_d.get("url", "")).startswith("file://"):
+                project = _d["url"][len("file://"):]
     except Exception:
         pass
+    # metadata outside every site/dist-packages directory: a source tree on sys.path (`setup.py
+    # develop`, an .egg-link or .pth to a checkout) is the user's code as much as `pip install -e`
+    if path and not any(part in ("site-packages", "dist-packages") for part in path.split(os.sep)):
+        project = project or os.path.dirname(path)
     dists[key] = {
         "name": name,
         "version": version,
@@ -69,7 +77,32 @@ for dist in md.distributions():
         "path": path,
         "installer": installer,
         "editable": editable,  # pip install -e: the code lives in the user's checkout, by design
+        "project": project,    # the user's checkout (editable or a source tree), else None
     }
+
+
+
+def _vllm_accepts(project):
+    """What the vLLM adapter of a verl checkout accepts, read from its own code (no import): the
+    versions its verl/third_party/vllm/__init__.py compares package_version with."""
+    import re as _re
+
+    path = os.path.join(project, "verl", "third_party", "vllm", "__init__.py")
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            src = fh.read()
+    except OSError:
+        return None
+    exact = _re.findall(r"package_version\s*==\s*['\"]([^'\"]+)['\"]", src)
+    prefix = _re.findall(r"package_version\.startswith\(\s*['\"]([^'\"]+)['\"]", src)
+    at_least = _re.findall(r"parse\(\s*package_version\s*\)\s*>=\s*\w*\.?parse\(\s*['\"]([^'\"]+)['\"]", src)
+    return {"file": path, "exact": [v for v in exact if "+" not in v], "prefix": prefix,
+            **({"min": at_least[0]} if at_least else {})}
+
+
+for _d in dists.values():
+    if _d["name"].lower() == "verl" and _d.get("project"):
+        _d["vllm_accepts"] = _vllm_accepts(_d["project"])
 
 emit({
     "python": {
