@@ -125,6 +125,18 @@ def _project_rejects_vllm(facts, ctx, vllm: str, project: str, acc: dict):
     real = failures_for(facts, "stack.verl-rejects-vllm")
     if real:
         evidence.insert(0, failure_evidence(*real[0]))
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    for text in (facts["distributions"].get("verl") or {}).get("requires") or []:
+        try:
+            req = Requirement(text)
+        except InvalidRequirement:
+            continue
+        if req.name == "vllm" and str(req.specifier) and req.specifier.contains(vllm, prereleases=True):
+            where = f" (extra {str(req.marker).split('==')[-1].strip()})" if req.marker else ""
+            evidence.append(f"its own declared requirement {req.name}{req.specifier}{where} allows vllm {vllm}: the "
+                            "checkout's metadata and its code disagree, so a resolver that follows the metadata installs "
+                            "a vllm the code refuses")
     want = near[-1] if near else None
     # the lockfile of the family that pins what the checkout accepts (verl 0.3's vllm==0.6.3), not the
     # closest stack's (which may pin the very vllm the checkout rejects)

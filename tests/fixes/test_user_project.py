@@ -47,6 +47,8 @@ def test_a_vllm_the_checkout_rejects_gets_the_vllm_its_code_accepts_and_the_comm
     f = finding(doc, "stack.project-rejects-vllm")
     assert "accepts exactly 0.3.1, 0.4.2, 0.5.4, 0.6.3 or 0.7.0+" in f["title"]
     assert finding(doc, "stack.verl-rejects-vllm")["caused_by"] == "stack.project-rejects-vllm"
+    # the checkout's own metadata (setup.py's extra 'vllm': vllm<=0.8.2) allows what its code refuses
+    assert any("declared requirement vllm<=0.8.2" in e and "disagree" in e for e in f["evidence"])
     (cmd,) = f["fix"]["commands"]
     assert '"vllm==0.6.3"' in cmd and "verl030-vllm063-py3.11.txt" in cmd  # the family that pins it
     plan = json.loads(run_doctor("fix", "--dry-run", "--json", "--python", str(envs.build("verl-fork-post1"))).stdout)["plan"]
