@@ -57,6 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     lk.add_argument("--all", action="store_true", help="every known stack")
     lk.add_argument("--python", nargs="+", metavar="VER", help="Python versions (default: the stack's)")
     lk.add_argument("--out", default="lockfiles", help="output directory (default: lockfiles/)")
+    lk.add_argument("--project", metavar="PATH", help="lock a working env of this checkout instead: its installed versions, "
+                                                        "hashed, the checkout's own code left out")
+    lk.add_argument("--from", dest="env", metavar="PYTHON", help="with --project: the env's interpreter (default: the active one)")
     fx = sub.add_parser("fix", help="plan, snapshot, apply and re-check the automatic fixes")
     fx.add_argument("--python", metavar="PATH", help="target interpreter (default: the active one)")
     fx.add_argument("--only", nargs="+", metavar="ID", help="only these finding IDs")

@@ -62,3 +62,17 @@ def ids(doc: dict, severity: str | None = None) -> set[str]:
 
 def finding(doc: dict, fid: str) -> dict:
     return next(f for f in doc["findings"] if f["id"] == fid)
+
+
+def recipe_variant(tmp_path: Path, base: str, name: str, old: str, new: str) -> Path:
+    """A shipped recipe with one override changed (old → new), written as a recipe file."""
+    import yaml
+
+    from doctor.recipes import catalog
+
+    r = yaml.safe_load((catalog.PKG_RECIPES / f"{base}.yaml").read_text())
+    r["name"] = name
+    r["overrides"] = [o.replace(old, new) for o in r["overrides"]]
+    f = tmp_path / f"{name}.yaml"
+    f.write_text(yaml.safe_dump(r))
+    return f

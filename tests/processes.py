@@ -43,3 +43,15 @@ def cmdline(pid: int) -> str:
             return fh.read().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return ""
+
+
+def left_alive(pids, within: float = 15.0) -> list[int]:
+    """Those of `pids` still alive after waiting up to `within` seconds for them to go."""
+    import time
+
+    until = time.time() + within
+    left = [p for p in pids if alive(p)]
+    while left and time.time() < until:
+        time.sleep(0.5)
+        left = [p for p in left if alive(p)]
+    return left

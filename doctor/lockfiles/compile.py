@@ -91,3 +91,72 @@ def main_lock(stack_names: list[str] | None, pythons: list[str] | None, out_dir:
             path = compile_lock(stack, py, out_dir, progress=lambda m: echo(f"… {m}", file=sys.stderr))
             echo(str(path))
     return 0
+
+
+def project_lock(python: str, project: Path, out_dir: Path, progress=None) -> tuple[Path, list[str]]:
+    """`doctor lock --project PATH`: the working env of a project as a hashed lockfile — every
+    installed distribution at the version it has now, resolved again by uv so that the file is
+    consistent and hashed, the project's own code (editable installs and source trees inside PATH)
+    left out: it is installed from the checkout, after the sync. Returns (file, excluded names)."""
+    import json
+
+    from doctor.probes import TARGET_PROBES, run_target_probe
+
+    project = project.resolve()
+    if not project.is_dir():
+        raise UsageError(f"--project {project}: not a directory")
+    r = run_target_probe(TARGET_PROBES["distributions"], python)
+    if not r.ok or not r.data:
+        raise UsageError(f"--python {python}: cannot read its distributions ({r.error})")
+    pyver = ".".join(r.data["python"]["version"].split(".")[:2])
+    pins, excluded, elsewhere = [], [], []
+    for d in sorted(r.data["dists"].values(), key=lambda d: d["name"].lower()):
+        where = d.get("project") or (d.get("path") if d.get("editable") else None)
+        if where and (Path(where).resolve() == project or project in Path(where).resolve().parents):
+            excluded.append(d["name"])
+        elif where:
+            elsewhere.append(f"{d['name']} (from {where})")
+        else:
+            pins.append(f"{d['name']}=={d['version']}")
+    if not excluded:
+        raise UsageError(f"--project {project}: no distribution of this env is installed from it "
+                         "(pip install -e PATH first, or name the checkout the env uses)")
+    if elsewhere:
+        raise UsageError(f"installed from other checkouts than --project {project}: {', '.join(elsewhere)}; a lock "
+                         "cannot pin them (install them from an index, or lock the env of one project)")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--out {out_dir}: cannot create the output directory ({exc.strerror or exc})")
+    target = out_dir / f"{project.name}-py{pyver}.txt"
+    with tempfile.TemporaryDirectory() as tmp:
+        rq, raw = Path(tmp, "requirements.in"), Path(tmp, "out.txt")
+        rq.write_text("\n".join(pins) + "\n")
+        if progress:
+            progress(f"resolving the {len(pins)} installed distributions of {python} again with uv")
+        proc = subprocess.run([uv_bin(), "pip", "compile", str(rq), "--generate-hashes", "--no-header", "--no-annotate",
+                               "--quiet", "--python-version", pyver, "--python-platform", "linux",
+                               "--output-file", str(raw)], capture_output=True, text=True,
+                              env={**os.environ, "UV_NO_PROGRESS": "1"})
+        if proc.returncode != 0:
+            last = (proc.stderr.strip().splitlines() or ["uv failed"])[-1]
+            raise UsageError(f"uv could not resolve the env's own versions together ({last}): "
+                             f"run `doctor check --python {python}` first (pip.conflict names what disagrees)")
+        body = raw.read_text()
+    digest = hashlib.sha256("\n".join(pins).encode()).hexdigest()[:16]
+    head = "\n".join([
+        f"# verl-doctor lockfile of project {project.name} ({project}), Python {pyver}, linux",
+        f"# Made by `doctor lock --project` from the env of {python}: its {len(pins)} distributions at their",
+        f"#   installed versions (sha256 {digest}…), resolved again with uv pip compile --generate-hashes",
+        f"# Left out, the project's own code: {', '.join(excluded)} — after the sync: pip install --no-deps -e {project}",
+        "# Install: uv pip sync --require-hashes THIS_FILE; check later: doctor check --lock THIS_FILE",
+        json.dumps({"project": str(project), "excluded": excluded}).join(["# verl-doctor-project: ", ""]),
+    ]) + "\n"
+    tmp_target = target.with_suffix(".tmp")
+    try:
+        tmp_target.write_text(head + body)
+        os.replace(tmp_target, target)
+    except OSError as exc:
+        tmp_target.unlink(missing_ok=True)
+        raise UsageError(f"cannot write {target}: {exc.strerror or exc}")
+    return target, excluded

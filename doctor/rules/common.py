@@ -185,12 +185,15 @@ def stack_lockfile_for(facts: dict, stack: dict) -> str:
     return str(stack_lockfile(stack["name"], pyver if pyver in stack["python"] else stack["python"][-1]))
 
 
-def cause_of(text: str, python: str, **known):
+def cause_of(text: str, python: str, facts: dict | None = None, **known):
     """The root cause the signature table (its log entries) names in an error text that a probe
     captured — vLLM's registry child's stderr, the Ray smoke's error and logs, a dry-run step's
-    exception — or None. The caller lists its own finding under it (caused_by)."""
+    exception — or None. The caller lists its own finding under it (caused_by). The installed
+    versions (facts) fill the finding's {protobuf}, {ray}, … instead of the table's defaults."""
     from doctor.triage import causes_in_text
 
+    if facts and facts.get("distributions"):
+        known = {**{n.replace("-", "_"): d["version"] for n, d in facts["distributions"].items()}, **known}
     causes = causes_in_text(text, python, **known) if text.strip() else []
     return causes[0] if causes else None
 

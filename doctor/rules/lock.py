@@ -7,6 +7,7 @@ from packaging.utils import canonicalize_name
 from doctor import knowledge
 from doctor.findings import make
 from doctor.rules import rule
+from doctor.rules.common import user_project
 
 
 @rule("the target matches the lockfile", "lock", needs=("distributions",),
@@ -22,6 +23,8 @@ def drift(facts, ctx):
         elif have["version"] != pin["version"]:
             evidence.append(f"different: {name} {have['version']} installed, {pin['version']} locked")
     for name in sorted(set(dists) - set(ctx.lock) - ignore):
+        if user_project(facts, name):  # installed from the user's checkout: a lock never pins it
+            continue
         evidence.append(f"extra: {name}=={dists[name]['version']} (not in the lock)")
     if evidence:
         yield make("lock.drift", evidence, count=len(evidence), lockfile=ctx.lockfile, python=ctx.python)

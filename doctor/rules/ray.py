@@ -205,7 +205,7 @@ def smoke_failed(facts, ctx):
                     ray=smoke.get("ray_version") or installed(facts, "ray"), python=ctx.python)
     text = "\n".join([err.get("text") or err.get("message") or ""] + [ln for lines in (smoke.get("logs") or {}).values()
                                                                     for ln in lines])
-    cause = cause_of(text, ctx.python, ray=smoke.get("ray_version") or installed(facts, "ray") or "?")
+    cause = cause_of(text, ctx.python, facts if isinstance(facts.get("distributions"), dict) else None)
     if cause is not None:
         surfaced.caused_by = cause.id
         yield cause

@@ -30,7 +30,7 @@ def qwen2(facts, ctx):
     evidence = [f"`{' '.join(reg.get('command', []))}` exited {reg.get('returncode')}"]
     evidence += exception_summary(tail) or ["  " + line for line in tail[-4:]]
     surfaced = make("vllm.qwen2-not-inspectable", evidence, python=ctx.python)
-    cause = cause_of("\n".join(tail), ctx.python, vllm=installed(facts, "vllm") or "?")
+    cause = cause_of("\n".join(tail), ctx.python, facts)
     if cause is not None:  # the same signature table as the imports and the logs
         surfaced.caused_by = cause.id
         yield cause

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from conftest import REPO, envs
-from processes import alive, cmdline, descendants
+from processes import cmdline, descendants, left_alive
 
 
 @pytest.mark.realenv
@@ -41,9 +41,5 @@ def test_a_signal_mid_deep_check_leaves_no_process_behind(sig, tmp_path):
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, (proc.returncode, err[-2000:])
     assert "interrupted" in err
-    until = time.time() + 15
-    left = [p for p in seen if alive(p)]
-    while left and time.time() < until:
-        time.sleep(0.5)
-        left = [p for p in seen if alive(p)]
+    left = left_alive(seen, within=15)
     assert not left, [(p, cmdline(p)[:120]) for p in left]

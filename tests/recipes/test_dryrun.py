@@ -19,11 +19,9 @@ import sys
 import time
 
 import pytest
-import yaml
 
-from conftest import DATA, REPO, envs, run_doctor
-from processes import alive, cmdline, descendants
-from doctor.recipes import catalog
+from conftest import DATA, REPO, envs, recipe_variant, run_doctor
+from processes import cmdline, descendants, left_alive
 from doctor.recipes.dryrun import render_text, steps_known
 from doctor.rules.dryrun import evaluate_dry_run
 
@@ -101,11 +99,7 @@ def test_the_041_smoke_recipe_stops_at_verl_030s_config_naming_the_key():
 
 @pytest.mark.realenv
 def test_a_batch_size_verl_rejects_fails_its_step_with_verls_exception(tmp_path):
-    r = yaml.safe_load((catalog.PKG_RECIPES / "gsm8k-2xA100.yaml").read_text())
-    r["name"] = "three-gpus"
-    r["overrides"] = [o.replace("n_gpus_per_node=2", "n_gpus_per_node=3") for o in r["overrides"]]
-    f = tmp_path / "three.yaml"
-    f.write_text(yaml.safe_dump(r))
+    f = recipe_variant(tmp_path, "gsm8k-2xA100", "three-gpus", "n_gpus_per_node=2", "n_gpus_per_node=3")
     py = str(envs.build("working"))
     p = recipes("run", str(f), "--dry-run", "--python", py)
     assert p.returncode == 1, p.stderr[-2000:]
@@ -147,11 +141,7 @@ def test_ctrl_c_mid_dry_run_leaves_no_process_and_no_temp_dir(tmp_path):
     os.kill(proc.pid, signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err[-2000:]
-    until = time.time() + 15
-    left = [p for p in seen if alive(p)]
-    while left and time.time() < until:
-        time.sleep(0.5)
-        left = [p for p in seen if alive(p)]
+    left = left_alive(seen, within=15)
     assert not left, [(p, cmdline(p)[:120]) for p in left]
     assert _leftover_work_dirs() <= before
 

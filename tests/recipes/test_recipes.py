@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import DATA, REPO, envs, run_doctor
+from conftest import DATA, REPO, envs, recipe_variant, run_doctor
 from doctor.recipes import catalog
 
 DOUBLE = REPO / "tests" / "doubles" / "replay_trainer.py"
@@ -153,11 +153,7 @@ def test_shipped_recipes_lint_clean_on_verl_041(name):
 
 @pytest.mark.realenv
 def test_doctor_check_recipe_joins_config_findings(tmp_path):
-    r = yaml.safe_load((catalog.PKG_RECIPES / "gsm8k-smoke-1gpu.yaml").read_text())
-    r["name"] = "tp4"
-    r["overrides"] = [o.replace("tensor_model_parallel_size=1", "tensor_model_parallel_size=4") for o in r["overrides"]]
-    f = tmp_path / "tp4.yaml"
-    f.write_text(yaml.safe_dump(r))
+    f = recipe_variant(tmp_path, "gsm8k-smoke-1gpu", "tp4", "tensor_model_parallel_size=1", "tensor_model_parallel_size=4")
     p = run_doctor("check", "--fast", "--json", "--python", str(envs.build("working")), "--recipe", str(f))
     doc = json.loads(p.stdout)
     ids = {x["id"] for x in doc["findings"]}
