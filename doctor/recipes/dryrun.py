@@ -54,7 +54,7 @@ def run_dry_run(python: str, res: dict, progress: Callable[[str, float], None] |
     arg = json.dumps({"overrides": overrides, "events": str(events), "stand_in": stand_in,
                       "train_file": res["files"]["train"], "temp_prefix": knowledge.load("ray")["smoke"]["temp_prefix"],
                       "deadline_s": k["deadline_s"] * scale})
-    probe = TargetProbe("dryrun", ("ray_private.py", "dryrun.py"), k["deadline_s"] * scale + 30, True,
+    probe = TargetProbe("dryrun", ("ray_private.py", "verl_config.py", "dryrun.py"), k["deadline_s"] * scale + 30, True,
                         args=lambda: [arg], script_dir=SCRIPTS)
     box: dict[str, ProbeResult] = {}
     worker = threading.Thread(target=lambda: box.setdefault("r", run_target_probe(probe, python)), daemon=True)

@@ -42,7 +42,7 @@ class LintResult:
 def compose(python: str, overrides: list[str]) -> dict:
     readers = {e["key"]: e["readers"] for e in knowledge.load("config_rules")["ignored_keys"]}
     arg = json.dumps({"overrides": overrides, "readers": readers})
-    probe = TargetProbe("compose", ("compose.py",), COMPOSE_BUDGET_S, False, args=lambda: [arg], script_dir=SCRIPTS)
+    probe = TargetProbe("compose", ("verl_config.py", "compose.py"), COMPOSE_BUDGET_S, False, args=lambda: [arg], script_dir=SCRIPTS)
     res = run_target_probe(probe, python)
     if not res.ok:
         raise UsageError(f"--python {python}: cannot compose verl's config there ({res.error})")

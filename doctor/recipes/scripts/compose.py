@@ -1,4 +1,4 @@
-# Runs INSIDE the target interpreter (prepended with probes/scripts/_prelude.py): compose verl's own
+# Runs INSIDE the target interpreter (prepended with probes/scripts/_prelude.py and verl_config.py): compose verl's own
 # Hydra config with the given overrides exactly as verl.trainer.main_ppo does
 # (@hydra.main(config_path="config", config_name="ppo_trainer", version_base=None)), from the
 # installed verl package's config dir, without importing verl itself (that would load torch).
@@ -7,31 +7,25 @@
 # retried without it so that every unknown key is found, not only the first), the composed config,
 # its flattened key set, and, for each key in "readers", the verl source lines that read it.
 import importlib.metadata as _md
-import importlib.util as _iu
 import re as _re
 
 _req = _json.loads(_sys.argv[1])
 _out = {"verl": None, "hydra": None, "config_dir": None, "rejected": [], "config": None, "keys": [],
         "readers": {}, "error": None}
 try:
-    _out["verl"] = _md.version("verl")
-except Exception:
-    pass
-_spec = _iu.find_spec("verl")
-if _spec is None or not _spec.submodule_search_locations:
-    _out["error"] = "verl is not installed in this interpreter (no module named 'verl')"
+    _out["verl"], _cfg_dir = verl_config_dir()
+except ImportError as exc:
+    _out["error"] = str(exc)
     emit(_out)
     _sys.exit(0)
-_verl_dir = list(_spec.submodule_search_locations)[0]
-_cfg_dir = _os.path.join(_verl_dir, "trainer", "config")
+_verl_dir = _os.path.dirname(_os.path.dirname(_cfg_dir))
 _out["config_dir"] = _cfg_dir
 if not _os.path.isfile(_os.path.join(_cfg_dir, "ppo_trainer.yaml")):
     _out["error"] = "the installed verl has no trainer/config/ppo_trainer.yaml"
     emit(_out)
     _sys.exit(0)
 try:
-    from hydra import compose as _compose, initialize_config_dir as _init
-    from hydra.core.global_hydra import GlobalHydra as _GH
+    import hydra as _hydra  # noqa: F401 - importable, or the error says so before any composition
     from omegaconf import OmegaConf as _OC
     _out["hydra"] = _md.version("hydra-core")
 except Exception as exc:
@@ -60,10 +54,8 @@ def _bad_override(msg, overrides):
 _overrides = list(_req["overrides"])
 _cfg = None
 for _attempt in range(len(_overrides) + 1):
-    _GH.instance().clear()
     try:
-        with _init(config_dir=_cfg_dir, version_base=None):
-            _cfg = _compose(config_name="ppo_trainer", overrides=_overrides)
+        _cfg = compose_ppo_trainer(_cfg_dir, _overrides)
         break
     except Exception as exc:
         msg = " ".join(str(exc).split())

@@ -1,4 +1,4 @@
-# Runs INSIDE the target interpreter (prepended with probes/scripts/_prelude.py and ray_private.py):
+# Runs INSIDE the target interpreter (prepended with probes/scripts/_prelude.py, ray_private.py, verl_config.py):
 # the trainer's own path on CPU, up to its first call that needs a GPU. Nothing here copies verl:
 # the script composes the config as @hydra.main(config_path="config", config_name="ppo_trainer")
 # does, then calls verl.trainer.main_ppo.main(config) itself (Hydra's decorator passes a given
@@ -308,30 +308,14 @@ def reward_on_a_row(trainer, batch):
 
 def main():
     global _tmp
-    import importlib.metadata as md
-    import importlib.util as iu
-
-    try:
-        result["verl"] = md.version("verl")
-    except Exception:
-        pass
-    spec = iu.find_spec("verl")
-    if spec is None or not spec.submodule_search_locations:
-        raise ImportError("verl is not installed in this interpreter (no module named 'verl')")
-    cfg_dir = _os.path.join(list(spec.submodule_search_locations)[0], "trainer", "config")
+    result["verl"], cfg_dir = verl_config_dir()
     overrides = list(_req["overrides"])
     if _req.get("stand_in"):
         result["stand_in"] = step("stand-in", "a tiny Qwen2 config and tokenizer (the model is not on this machine)",
                                   lambda: write_stand_in(_req["stand_in"], _req["train_file"]), lambda v: v)
 
-    def compose():
-        from hydra import compose as _compose, initialize_config_dir as _init
-        from hydra.core.global_hydra import GlobalHydra
-
-        GlobalHydra.instance().clear()
-        with _init(config_dir=cfg_dir, version_base=None):
-            return _compose(config_name="ppo_trainer", overrides=overrides)
-    config = step("config", "verl's Hydra config (ppo_trainer) with the recipe's overrides", compose,
+    config = step("config", "verl's Hydra config (ppo_trainer) with the recipe's overrides",
+                  lambda: compose_ppo_trainer(cfg_dir, overrides),
                   lambda c: {"config_dir": cfg_dir, "overrides": len(overrides)})
 
     def entry():
