@@ -75,13 +75,11 @@ def _report_crashed(kind: str, exc: Exception, result, strict: bool) -> int:
     return code if code == ExitCode.PROBLEMS else ExitCode.INCOMPLETE
 
 
-def _recipe_gpus(lint, args, result) -> list:
+def _recipe_gpus(recipe: dict, lint, args, result) -> list:
     """--recipe: the GPUs the job will see against what the recipe's composed config asks for."""
-    from doctor.recipes.catalog import load
     from doctor.results import Check, Status
     from doctor.rules.gpu import recipe_gpus
 
-    recipe = load(args.recipe)
     check = f"enough GPUs for recipe {recipe['name']}"
     gpu = result.facts.get("gpu") or {}
     if args.no_gpu:
@@ -96,17 +94,16 @@ def _recipe_gpus(lint, args, result) -> list:
     return findings
 
 
-def _dry_run(python: str, args, result) -> list:
+def _dry_run(recipe: dict, python: str, args, result) -> list:
     """The trainer's path on CPU for --recipe (its checks join the result; --fast skips it)."""
     from doctor.results import Check, Status
 
     if args.fast:
         result.checks.append(Check("dry run of the trainer", "trainer", Status.SKIPPED, why="skipped by --fast"))
         return []
-    from doctor.recipes.catalog import load, resolve
+    from doctor.recipes.catalog import resolve
     from doctor.recipes.run import dry_run
 
-    recipe = load(args.recipe)
     dry, findings, checks = dry_run(recipe, resolve(recipe), python, show=not args.json)
     result.checks.extend(checks)
     result.facts["dryrun"] = dry
@@ -130,7 +127,7 @@ def run_check(args) -> int:
     if getattr(args, "recipe", None):  # bad recipe: exit 2 before any probe
         from doctor.recipes.catalog import load as load_recipe
 
-        load_recipe(args.recipe)
+        recipe = load_recipe(args.recipe)
     status = None
     progress = None
     if not args.json and sys.stderr.isatty():
@@ -158,8 +155,8 @@ def run_check(args) -> int:
         lint = lint_recipe(python, args.recipe)
         result.findings.extend(lint.findings)
         result.checks.extend(lint.checks)
-        result.findings.extend(_recipe_gpus(lint, args, result))
-        result.findings.extend(_dry_run(python, args, result))
+        result.findings.extend(_recipe_gpus(recipe, lint, args, result))
+        result.findings.extend(_dry_run(recipe, python, args, result))
         from doctor.findings import report_order
 
         result.findings.sort(key=report_order)

@@ -71,5 +71,10 @@ def get_stack(name: str | None) -> dict:
     return known[name]
 
 
+def stack_pins(stack: dict) -> dict[str, str]:
+    """The exact pins among a stack's requirements (`torch==2.4.0` → {"torch": "2.4.0"})."""
+    return {r.split("==")[0]: r.split("==")[1] for r in stack["requirements"] if "==" in r}
+
+
 def finding_defs() -> dict[str, dict]:
     return {d["id"]: d for d in load("findings")}

@@ -72,15 +72,19 @@ def compile_lock(stack: dict, python: str, out_dir: Path, progress=None) -> Path
             last = (proc.stderr.strip().splitlines() or ["uv failed"])[-1]
             raise UsageError(f"uv could not resolve {stack['name']} for Python {python}: {last}")
         body = raw.read_text()
-    # Write atomically: a failed or interrupted lock never leaves a half-written file behind.
+    _write_atomically(target, header(stack, python, reqs, cons) + body)
+    return target
+
+
+def _write_atomically(target: Path, text: str) -> None:
+    """A failed or interrupted lock never leaves a half-written file behind."""
     tmp_target = target.with_suffix(".tmp")
     try:
-        tmp_target.write_text(header(stack, python, reqs, cons) + body)
+        tmp_target.write_text(text)
         os.replace(tmp_target, target)
     except OSError as exc:
         tmp_target.unlink(missing_ok=True)
         raise UsageError(f"cannot write {target}: {exc.strerror or exc}")
-    return target
 
 
 def main_lock(stack_names: list[str] | None, pythons: list[str] | None, out_dir: Path, echo=print) -> int:
@@ -101,6 +105,7 @@ def project_lock(python: str, project: Path, out_dir: Path, progress=None) -> tu
     import json
 
     from doctor.probes import TARGET_PROBES, run_target_probe
+    from doctor.rules.common import checkout_of
 
     project = project.resolve()
     if not project.is_dir():
@@ -111,7 +116,7 @@ def project_lock(python: str, project: Path, out_dir: Path, progress=None) -> tu
     pyver = ".".join(r.data["python"]["version"].split(".")[:2])
     pins, excluded, elsewhere = [], [], []
     for d in sorted(r.data["dists"].values(), key=lambda d: d["name"].lower()):
-        where = d.get("project") or (d.get("path") if d.get("editable") else None)
+        where = checkout_of(d)
         if where and (Path(where).resolve() == project or project in Path(where).resolve().parents):
             excluded.append(d["name"])
         elif where:
@@ -152,11 +157,5 @@ def project_lock(python: str, project: Path, out_dir: Path, progress=None) -> tu
         "# Install: uv pip sync --require-hashes THIS_FILE; check later: doctor check --lock THIS_FILE",
         json.dumps({"project": str(project), "excluded": excluded}).join(["# verl-doctor-project: ", ""]),
     ]) + "\n"
-    tmp_target = target.with_suffix(".tmp")
-    try:
-        tmp_target.write_text(head + body)
-        os.replace(tmp_target, target)
-    except OSError as exc:
-        tmp_target.unlink(missing_ok=True)
-        raise UsageError(f"cannot write {target}: {exc.strerror or exc}")
+    _write_atomically(target, head + body)
     return target, excluded

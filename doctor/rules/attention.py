@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from doctor import knowledge
 from doctor.findings import make
 from doctor.rules import rule
 from doctor.rules.common import active_stack, classify, installed
@@ -17,7 +18,7 @@ def _wheel_url(facts, ctx) -> str:
 def _wheel_params(facts, ctx) -> dict:
     """The wheel the stack names for the target's Python, and what it is built for."""
     stack = active_stack(facts, ctx)
-    torch = next((r.split("==")[1] for r in stack.get("requirements", []) if r.startswith("torch==")), "?")
+    torch = knowledge.stack_pins(stack).get("torch", "?")
     return {"wheel_url": _wheel_url(facts, ctx), "torch_mm": ".".join(torch.split(".")[:2]),
             "py": facts["markers"]["python_version"]}
 

@@ -198,11 +198,16 @@ def cause_of(text: str, python: str, facts: dict | None = None, **known):
     return causes[0] if causes else None
 
 
+def checkout_of(dist: dict) -> str | None:
+    """The user's own checkout a distribution record (the distributions probe's) is installed from
+    (pip install -e, a source tree on sys.path), or None."""
+    return dist.get("project") or (dist.get("path") if dist.get("editable") else None)
+
+
 def user_project(facts: dict, dist: str) -> str | None:
-    """The user's own checkout a distribution is installed from (pip install -e, a source tree on
-    sys.path), or None: that code is the project's, judged by what it does, never replaced."""
-    d = facts["distributions"].get(canonicalize_name(dist)) or {}
-    return d.get("project") or (d.get("path") if d.get("editable") else None)
+    """The user's own checkout a distribution is installed from, or None: that code is the
+    project's, judged by what it does, never replaced."""
+    return checkout_of(facts["distributions"].get(canonicalize_name(dist)) or {})
 
 
 def user_projects(facts: dict) -> dict[str, str]:

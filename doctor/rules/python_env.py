@@ -9,8 +9,8 @@ from packaging.utils import canonicalize_name
 from doctor import knowledge
 from doctor.findings import make
 from doctor.rules import rule
-from doctor.rules.common import (active_stack, user_project, failure_evidence, failures_for, grouped_failure_evidence, installed,
-                                 stack_lockfile_for)
+from doctor.rules.common import (active_stack, failure_evidence, failures_for, grouped_failure_evidence, installed,
+                                 stack_lockfile_for, user_project)
 
 
 def _modules(failures, default):
@@ -95,7 +95,7 @@ def shadowed(facts, ctx):
         if not dist or dist.get("editable") or dist.get("project") or not dist.get("path"):
             continue
         site = posixpath.dirname(dist["path"].rstrip("/"))
-        if posixpath.commonpath([posixpath.normpath(info["file"]), site]) == site:
+        if _inside(info["file"], site):
             continue
         code_version = info.get("version") or "unknown"
         yield make("python.shadowed-package",

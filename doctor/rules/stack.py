@@ -56,16 +56,18 @@ def adapter_accepts(verl: str, vllm: str) -> tuple[bool, dict | None]:
         return True, None
     for entry in knowledge.load("verl_vllm"):
         if v in SpecifierSet(entry["verl"], prereleases=True):
-            acc = entry["accepts"]
-            if vllm in acc.get("exact", []) or any(vllm.startswith(p) for p in acc.get("prefix", [])):
-                return True, entry
-            try:
-                if "min" in acc and Version(vllm) >= Version(acc["min"]):
-                    return True, entry
-            except InvalidVersion:
-                pass
-            return False, entry
+            return accepts(entry["accepts"], vllm), entry
     return True, None
+
+
+def accepts(acc: dict, vllm: str) -> bool:
+    """An adapter rule ({exact, prefix, min}: a table entry, or read from a checkout's code) on a vllm string."""
+    if vllm in acc.get("exact", []) or any(vllm.startswith(p) for p in acc.get("prefix", [])):
+        return True
+    try:
+        return "min" in acc and Version(vllm) >= Version(acc["min"])
+    except InvalidVersion:
+        return False
 
 
 def accepts_in_words(acc: dict) -> str:
@@ -106,17 +108,8 @@ def verl_rejects_vllm(facts, ctx):
     yield make("stack.verl-rejects-vllm", evidence, verl=verl, vllm=vllm, python=ctx.python)
 
 
-def _accepts(acc: dict, vllm: str) -> bool:
-    if vllm in acc.get("exact", []) or any(vllm.startswith(p) for p in acc.get("prefix", [])):
-        return True
-    try:
-        return "min" in acc and Version(vllm) >= Version(acc["min"])
-    except InvalidVersion:
-        return False
-
-
 def _project_rejects_vllm(facts, ctx, vllm: str, project: str, acc: dict):
-    if _accepts(acc, vllm):
+    if accepts(acc, vllm):
         return
     same_release = [v for v in acc.get("exact", []) if Version(v).release[:3] == Version(vllm).release[:3]]
     near = same_release or [v for v in acc.get("exact", []) if Version(v).release[:2] == Version(vllm).release[:2]]

@@ -86,18 +86,28 @@ def _mm(version: str | None) -> str | None:
     return f"{m.group(1)}.{m.group(2)}" if m else None
 
 
+@functools.lru_cache(maxsize=8)
+def _locked_pins(path: str) -> tuple[tuple[str, str], ...]:
+    """A shipped lockfile's versions, read once per process (triage of a whole corpus asks each time)."""
+    from pathlib import Path
+
+    from doctor.lockfiles import parse_lockfile
+
+    return tuple((n, d["version"]) for n, d in parse_lockfile(Path(path)).items())
+
+
 def fix_params(log: dict[str, str], python_version: str | None) -> tuple[dict, list[str]]:
     """Parameters for the fixes from what the log shows, and how its stack differs from the locked
     set. A fix pins the locked set only where the log's stack is that set (or shows no versions):
     a log from vllm 0.2.4 is not told to install vllm 0.6.3.post1 as if that were the same fix."""
-    from doctor.lockfiles import parse_lockfile, stack_lockfile
+    from doctor.lockfiles import stack_lockfile
 
     stack = knowledge.default_stack()
     pyver = log.get("python") or python_version
     lock_path = stack_lockfile(stack["name"], pyver) if pyver and pyver in stack["python"] else None
-    pins = {n: d["version"] for n, d in parse_lockfile(lock_path).items()} if lock_path and lock_path.is_file() else {}
+    pins = dict(_locked_pins(str(lock_path))) if lock_path and lock_path.is_file() else {}
     if not pins:
-        pins = {r.split("==")[0]: r.split("==")[1] for r in stack["requirements"] if "==" in r}
+        pins = knowledge.stack_pins(stack)
     # torch, transformers, ray, flash-attn: a minor release is the same ABI/API family; vllm and verl
     # change what they accept within one (verl 0.3 rejects vllm 0.6.3.post1, accepts 0.6.3)
     def release(v: str) -> str:
