@@ -353,13 +353,12 @@ def main():
     ray.init = private_init
     try:
         mp.main(config)
-    except BaseException as exc:  # noqa: BLE001 - the stop (or the failure) is the fact
-        if not any(ev["state"] == "stop" for ev in read_events()):
+    except BaseException:  # noqa: BLE001 - the stop (or the failure) is the fact
+        stops = [ev for ev in read_events() if ev["state"] == "stop"]
+        if not stops:
             raise
-        stop = [ev for ev in read_events() if ev["state"] == "stop"][-1]
         result["reached_gpu"] = True
-        result["next_on_gpu"] = stop.get("detail")
-        del exc
+        result["next_on_gpu"] = stops[-1].get("detail")
     else:
         raise RuntimeError("verl.trainer.main_ppo.main returned without reaching RayPPOTrainer.init_workers")
     finally:
