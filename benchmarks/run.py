@@ -27,7 +27,7 @@ BIG_LOG = REPO / "tests" / "data" / "logs" / "qwen2.5-0.5b-gsm8k-ppo-prompt512-r
 
 def parse_seconds(rounds: int) -> list[float]:
     """The log parser alone, in process (the command above adds interpreter start-up)."""
-    from doctor.recipes.logparse import parse_file
+    from doctor.logparse import parse_file
 
     out = []
     for _ in range(rounds):

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from doctor import __version__, knowledge
 from doctor.errors import UsageError
+from doctor.triage import read_log, triage_text
 
 KIND = "verl-doctor-bundle"
 TAIL_LINES = 300
@@ -54,8 +55,6 @@ def _redact_doc(obj, home: str | None):
 def make_bundle(check_doc: dict, *, log_path: str | None = None, recipe: dict | None = None,
                 shorten_home: bool = False) -> dict:
     """The bundle document (already redacted)."""
-    from doctor.triage import read_log, triage_text
-
     home = os.path.expanduser("~") if shorten_home else None
     bundle: dict = {"kind": KIND, "schema_version": 1, "doctor_version": __version__,
                     "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "check": check_doc,

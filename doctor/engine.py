@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import concurrent.futures as cf
+import json
+import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -10,13 +12,19 @@ from typing import Callable
 
 from doctor import __version__, cache
 from doctor.errors import UsageError
-from doctor.findings import Finding
+from doctor.findings import Finding, report_order
+from doctor.knowledge import get_stack
+from doctor.lockfiles import parse_lockfile
 from doctor.results import Check
-from doctor.probes import TARGET_PROBES, ProbeResult, interrupt_running, run_local_probe, run_target_probe
+from doctor.probes import (TARGET_PROBES, ProbeResult, interrupt_running, run_cluster_probe, run_local_probe,
+                           run_target_probe)
 from doctor.probes.environment import environment_facts
 from doctor.probes.gpu import gpu_facts, torch_cuda_build
-from doctor.probes.ray_state import ray_state_facts
+from doctor.probes.ray_state import head_answers, ray_state_facts
 from doctor.probes.system import system_facts
+from doctor.rules import Context, evaluate
+from doctor.rules.dryrun import evaluate_dry_run
+from doctor.stacks import StackChoice, choose_stack, reference_pins
 
 
 @dataclass
@@ -30,6 +38,7 @@ class CheckResult:
     skipped: dict = field(default_factory=dict)   # fact → the option that skipped its probe
     replayed_from: str | None = None              # --facts FILE: judged again, nothing probed
     no_gpu: bool = False                          # --no-gpu was given (a replay judges the same way)
+    chosen: StackChoice | None = None             # the stack the rules judged against (decided once)
 
 
 def collect_facts(python: str, *, fast: bool = False, use_cache: bool = True, scale: float = 1.0,
@@ -120,8 +129,6 @@ def collect_facts(python: str, *, fast: bool = False, use_cache: bool = True, sc
 def _python_too_old(python: str) -> str | None:
     """'2.7' or '3.6' when the target is a Python too old for the probes (asked in a way every
     Python answers), else None."""
-    import subprocess
-
     try:
         out = subprocess.run([python, "-c", "import sys; sys.stdout.write('%d.%d' % sys.version_info[:2])"],
                              capture_output=True, text=True, timeout=15, stdin=subprocess.DEVNULL).stdout.strip()
@@ -134,18 +141,11 @@ def _python_too_old(python: str) -> str | None:
 def run_check(python: str, *, fast=False, use_cache=True, scale=1.0, stack_name: str | None = None,
               lockfile: Path | None = None, progress=None, cluster: str | None = None,
               skip: tuple[str, ...] = (), no_gpu: bool = False) -> CheckResult:
-    from doctor.knowledge import get_stack
-    from doctor.lockfiles import parse_lockfile
-    from doctor.rules import Context, evaluate
-
     lock = parse_lockfile(lockfile) if lockfile else None  # bad lockfile: exit 2 before any probe
     stack = get_stack(stack_name) if stack_name else None
     t0 = time.perf_counter()
     facts, probes = collect_facts(python, fast=fast, use_cache=use_cache, scale=scale, progress=progress, skip=skip)
     if cluster:  # --cluster: versions on every alive node, in each node's own interpreter
-        from doctor.probes import run_cluster_probe
-        from doctor.probes.ray_state import head_answers
-
         # A TCP connect first: an address nothing listens on is one finding in seconds, not a
         # 120 s probe timeout.
         reach = head_answers(cluster, 3.0)
@@ -157,47 +157,24 @@ def run_check(python: str, *, fast=False, use_cache=True, scale=1.0, stack_name:
     t1 = time.perf_counter()
     skipped = {n: ("--skip-probe" if n in skip else "--fast")
                for n, p in TARGET_PROBES.items() if p.deep and n not in probes}
-    ctx = Context(python=python, stack=stack, lock=lock, lockfile=str(lockfile) if lockfile else None,
+    chosen = choose_stack(facts, stack)
+    ctx = Context(python=python, stack=stack, chosen=chosen, lock=lock, lockfile=str(lockfile) if lockfile else None,
                   probe_errors={n: r.error for n, r in probes.items() if not r.ok},
                   skipped={**skipped, **{k: why for n, why in skipped.items() for k in TARGET_PROBES[n].provides}},
-                  cluster=cluster, no_gpu=no_gpu, reference=reference_pins(facts, stack, lockfile, lock))
+                  cluster=cluster, no_gpu=no_gpu, reference=reference_pins(facts, chosen.stack, lockfile, lock))
     findings, checks = evaluate(facts, ctx)
     t2 = time.perf_counter()
     timings = {"probes": {n: round(r.seconds, 3) for n, r in probes.items()},
                "cached": sorted(n for n, r in probes.items() if r.cached),
                "collect_s": round(t1 - t0, 3), "rules_s": round(t2 - t1, 3)}
     return CheckResult(python=python, facts=facts, probes=probes, findings=findings, checks=checks, timings=timings,
-                       skipped=ctx.skipped, no_gpu=no_gpu)
-
-
-def reference_pins(facts: dict, stack: dict | None, lockfile: Path | None, lock: dict | None) -> dict | None:
-    """The known-good set to compare the env with: --lock, else the closest stack's shipped lockfile
-    for the target's Python (None when the stack has none)."""
-    from doctor.lockfiles import parse_lockfile
-    from doctor.rules.common import closest_stack, stack_lockfile_for
-
-    if lock is not None and lockfile is not None:
-        return {"lockfile": str(lockfile), "pins": {n: e["version"] for n, e in lock.items()}}
-    try:
-        chosen = stack or closest_stack(facts)[0]
-        path = Path(stack_lockfile_for(facts, chosen))
-    except (KeyError, TypeError):
-        return None
-    if not path.is_file():
-        return None
-    return {"lockfile": str(path), "pins": {n: e["version"] for n, e in parse_lockfile(path).items()}}
+                       skipped=ctx.skipped, no_gpu=no_gpu, chosen=chosen)
 
 
 def recheck_facts(path: str, *, stack_name: str | None = None, lockfile: Path | None = None,
                   no_gpu: bool = False) -> CheckResult:
     """`doctor check --facts FILE`: the rules of this doctor on the facts of an earlier `--json`
     (attached to a bug report, recorded on another machine). Nothing is probed."""
-    import json
-
-    from doctor.knowledge import get_stack
-    from doctor.lockfiles import parse_lockfile
-    from doctor.rules import Context, evaluate
-
     try:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
@@ -214,20 +191,19 @@ def recheck_facts(path: str, *, stack_name: str | None = None, lockfile: Path | 
     no_gpu = no_gpu or bool(doc.get("no_gpu"))
     lock = parse_lockfile(lockfile) if lockfile else None
     python = (doc.get("target") or {}).get("python") or "python"
-    ctx = Context(python=python, stack=get_stack(stack_name) if stack_name else None, lock=lock,
+    stack = get_stack(stack_name) if stack_name else None
+    chosen = choose_stack(facts, stack)
+    ctx = Context(python=python, stack=stack, chosen=chosen, lock=lock,
                   lockfile=str(lockfile) if lockfile else None,
                   probe_errors={n: r.error for n, r in probes.items() if not r.ok}, skipped=skipped,
-                  cluster=(facts.get("ray_cluster") or {}).get("address"), no_gpu=no_gpu)
-    ctx.reference = reference_pins(facts, ctx.stack, lockfile, lock)
+                  cluster=(facts.get("ray_cluster") or {}).get("address"), no_gpu=no_gpu,
+                  reference=reference_pins(facts, chosen.stack, lockfile, lock))
     t0 = time.perf_counter()
     findings, checks = evaluate(facts, ctx)
     if isinstance(facts.get("dryrun"), dict):  # a check --recipe: its dry run is judged again too
-        from doctor.findings import report_order
-        from doctor.rules.dryrun import evaluate_dry_run
-
         more, more_checks = evaluate_dry_run(facts["dryrun"], facts["dryrun"].get("recipe") or "RECIPE", python)
         findings = sorted(findings + more, key=report_order)
         checks = checks + more_checks
     return CheckResult(python=python, facts=facts, probes=probes, findings=findings, checks=checks,
                        timings={"probes": {}, "cached": [], "collect_s": 0.0, "rules_s": round(time.perf_counter() - t0, 3)},
-                       skipped=skipped, replayed_from=path, no_gpu=no_gpu)
+                       skipped=skipped, replayed_from=path, no_gpu=no_gpu, chosen=chosen)

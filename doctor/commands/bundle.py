@@ -7,16 +7,17 @@ import time
 from pathlib import Path
 
 from doctor.results import ExitCode
+from doctor.bundle import make_bundle, write_bundle
+from doctor.engine import run_check
+from doctor.errors import UsageError
+from doctor.report.json_report import to_document
+from doctor.target import resolve_python
+from doctor.uv import runnable
+from doctor.recipes import catalog
+from doctor.recipes.run import trainer_command
 
 
 def run_bundle(args) -> int:
-    from doctor.bundle import make_bundle, write_bundle
-    from doctor.engine import run_check
-    from doctor.errors import UsageError
-    from doctor.report.json_report import to_document
-    from doctor.target import resolve_python
-    from doctor.uv import runnable
-
     python = resolve_python(args.python)
     if args.log and args.log != "-" and not Path(args.log).is_file():
         raise UsageError(f"--log {args.log}: no such file")
@@ -25,9 +26,6 @@ def run_bundle(args) -> int:
         raise UsageError(f"--out {out}: exists; give a new file name (a bundle never overwrites)")
     recipe = None
     if args.recipe:
-        from doctor.recipes import catalog
-        from doctor.recipes.run import trainer_command
-
         r = catalog.load(args.recipe)
         res = catalog.resolve(r)
         base, _ = trainer_command(python)

@@ -8,6 +8,20 @@ from pathlib import Path
 from doctor.engine import run_check as engine_check
 from doctor.target import resolve_python
 from doctor.results import ExitCode
+from doctor.errors import UsageError
+from doctor.probes import TARGET_PROBES
+from doctor.engine import recheck_facts
+from doctor.report import json_report
+from doctor.report import text
+from doctor.results import Check, Status
+from doctor.rules.gpu import recipe_gpus
+from doctor.recipes.catalog import resolve
+from doctor.recipes.run import dry_run
+from doctor.report.html_report import check_output_path
+from doctor.recipes.catalog import load as load_recipe
+from doctor.recipes.lint import lint_recipe
+from doctor.findings import report_order
+from doctor.report.html_report import write
 
 
 def exit_code(result, strict: bool) -> int:
@@ -20,9 +34,6 @@ def exit_code(result, strict: bool) -> int:
 
 
 def _skips(args) -> list[str]:
-    from doctor.errors import UsageError
-    from doctor.probes import TARGET_PROBES
-
     deep = sorted(n for n, p in TARGET_PROBES.items() if p.deep)
     for name in args.skip_probe:
         if name not in deep:
@@ -31,9 +42,6 @@ def _skips(args) -> list[str]:
 
 
 def _recheck(args) -> int:
-    from doctor.engine import recheck_facts
-    from doctor.errors import UsageError
-
     for flag, given in (("--python", args.python), ("--cluster", args.cluster), ("--recipe", args.recipe),
                         ("--fast", args.fast), ("--no-cache", args.no_cache), ("--skip-probe", args.skip_probe)):
         if given:
@@ -47,12 +55,8 @@ def _recheck(args) -> int:
 def _render(result, args) -> int | None:
     """The report on stdout (JSON or text); the exit code when the text renderer crashed."""
     if args.json:
-        from doctor.report import json_report
-
         sys.stdout.write(json_report.render(result) + "\n")
         return None
-    from doctor.report import text
-
     try:
         text.render(result, verbose=args.verbose)
     except Exception as exc:  # noqa: BLE001 - the doctor's own bug must not hide what it found
@@ -65,8 +69,6 @@ def _report_crashed(kind: str, exc: Exception, result, strict: bool) -> int:
     (the JSON document, which the tests hold to the schema)."""
     import traceback
 
-    from doctor.report import json_report
-
     where = traceback.extract_tb(exc.__traceback__)[-1]
     print(f"doctor: the {kind} report crashed ({type(exc).__name__}: {exc} at {where.filename}:{where.lineno}); "
           "please report it. The findings as JSON:", file=sys.stderr)
@@ -77,9 +79,6 @@ def _report_crashed(kind: str, exc: Exception, result, strict: bool) -> int:
 
 def _recipe_gpus(recipe: dict, lint, args, result) -> list:
     """--recipe: the GPUs the job will see against what the recipe's composed config asks for."""
-    from doctor.results import Check, Status
-    from doctor.rules.gpu import recipe_gpus
-
     check = f"enough GPUs for recipe {recipe['name']}"
     gpu = result.facts.get("gpu") or {}
     if args.no_gpu:
@@ -96,14 +95,9 @@ def _recipe_gpus(recipe: dict, lint, args, result) -> list:
 
 def _dry_run(recipe: dict, python: str, args, result) -> list:
     """The trainer's path on CPU for --recipe (its checks join the result; --fast skips it)."""
-    from doctor.results import Check, Status
-
     if args.fast:
         result.checks.append(Check("dry run of the trainer", "trainer", Status.SKIPPED, why="skipped by --fast"))
         return []
-    from doctor.recipes.catalog import resolve
-    from doctor.recipes.run import dry_run
-
     dry, findings, checks = dry_run(recipe, resolve(recipe), python, show=not args.json)
     result.checks.extend(checks)
     result.facts["dryrun"] = dry
@@ -116,17 +110,11 @@ def run_check(args) -> int:
     python = resolve_python(args.python)
     lockfile = Path(args.lock) if args.lock else None
     if lockfile is not None and not lockfile.is_file():
-        from doctor.errors import UsageError
-
         raise UsageError(f"--lock {args.lock}: no such file")
     html_out = None
     if getattr(args, "html", None):  # a bad output path: exit 2 before any probe
-        from doctor.report.html_report import check_output_path
-
         html_out = check_output_path(args.html)
     if getattr(args, "recipe", None):  # bad recipe: exit 2 before any probe
-        from doctor.recipes.catalog import load as load_recipe
-
         recipe = load_recipe(args.recipe)
     status = None
     progress = None
@@ -150,22 +138,16 @@ def run_check(args) -> int:
         if status:
             status.stop()
     if getattr(args, "recipe", None):  # the recipe's config lint joins the environment's findings
-        from doctor.recipes.lint import lint_recipe
-
         lint = lint_recipe(python, args.recipe)
         result.findings.extend(lint.findings)
         result.checks.extend(lint.checks)
         result.findings.extend(_recipe_gpus(recipe, lint, args, result))
         result.findings.extend(_dry_run(recipe, python, args, result))
-        from doctor.findings import report_order
-
         result.findings.sort(key=report_order)
     crashed = _render(result, args)
     if crashed is not None:
         return crashed
     if html_out is not None:
-        from doctor.report.html_report import write
-
         write(result, html_out)
         if not args.json:
             print(f"HTML report: {html_out}")

@@ -6,6 +6,7 @@ from doctor.results import ExitCode
 from doctor.uv import runnable
 import json
 import sys
+from doctor import container as containers
 
 
 
@@ -14,8 +15,6 @@ def _err(msg: str) -> None:
 
 
 def run_container(args) -> int:
-    from doctor import container as containers
-
     if args.container_command == "build":
         try:
             res = containers.build(stack_name=args.stack, lock=args.lock, base=args.base, tag=args.tag,

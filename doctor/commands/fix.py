@@ -12,6 +12,14 @@ from pathlib import Path
 from doctor.errors import UsageError
 from doctor.results import ExitCode
 from doctor.target import resolve_python
+from doctor.engine import run_check
+from doctor.fixes import validate_only
+from doctor.fixes.session import FixRequest, FixUI, QuietUI, fix
+from doctor.knowledge import get_stack
+from doctor.report.fix_text import TextUI
+from doctor.fixes import snapshot as snapmod
+from doctor.fixes.session import rollback
+from doctor.report.fix_text import render_snapshots
 
 
 def _needs_confirmation_channel(args) -> None:
@@ -25,8 +33,6 @@ def _needs_confirmation_channel(args) -> None:
 
 def _checker(python: str, lockfile: Path | None, show_progress: bool):
     """`doctor check` of the target, with a spinner on a terminal."""
-    from doctor.engine import run_check
-
     def check(stack_name):
         status = progress = None
         if show_progress and sys.stderr.isatty():
@@ -46,10 +52,6 @@ def _checker(python: str, lockfile: Path | None, show_progress: bool):
 
 
 def run_fix(args) -> int:
-    from doctor.fixes import validate_only
-    from doctor.fixes.session import FixRequest, FixUI, QuietUI, fix
-    from doctor.knowledge import get_stack
-
     python = resolve_python(args.python)
     lockfile = Path(args.lock).absolute() if args.lock else None
     if lockfile is not None and not lockfile.is_file():
@@ -62,8 +64,6 @@ def run_fix(args) -> int:
     if args.json:
         ui = QuietUI()
     else:
-        from doctor.report.fix_text import TextUI
-
         ui = TextUI()
     req = FixRequest(python=python, python_given=bool(args.python), lockfile=lockfile, stack_name=args.stack,
                      only=args.only, dry_run=bool(args.dry_run), yes=bool(args.yes))
@@ -74,10 +74,6 @@ def run_fix(args) -> int:
 
 
 def run_rollback(args) -> int:
-    from doctor.fixes import snapshot as snapmod
-    from doctor.fixes.session import rollback
-    from doctor.report.fix_text import TextUI, render_snapshots
-
     python_arg = resolve_python(args.python) if args.python else None
     ui = TextUI()
     if args.list:

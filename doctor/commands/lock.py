@@ -6,15 +6,14 @@ from pathlib import Path
 
 from doctor import knowledge
 from doctor.lockfiles.compile import main_lock
+from doctor.errors import UsageError
+from doctor.lockfiles.compile import project_lock
+from doctor.target import resolve_python
 
 
 def run_lock(args) -> int:
     if getattr(args, "project", None):
         import sys
-
-        from doctor.errors import UsageError
-        from doctor.lockfiles.compile import project_lock
-        from doctor.target import resolve_python
 
         if args.stack or args.all or args.python:
             raise UsageError("--project locks the env given by --from; it takes no --stack, --all or --python")

@@ -9,6 +9,8 @@ from doctor.errors import UsageError
 from doctor.results import ExitCode
 from doctor.target import resolve_python
 from doctor.triage import looks_like_a_log, read_log, spec, triage_text
+from doctor.bundle import bundle_log_text
+from doctor.report.text import render_triage
 
 
 def _python_version(python: str) -> str | None:
@@ -24,8 +26,6 @@ def _python_version(python: str) -> str | None:
 
 
 def run_triage(args) -> int:
-    from doctor.bundle import bundle_log_text
-
     text = read_log(args.log)
     text = bundle_log_text(text) or text  # a bug-report bundle: its log tail
     if not looks_like_a_log(text.splitlines(), spec()):
@@ -45,7 +45,5 @@ def run_triage(args) -> int:
     if args.json:
         print(json.dumps({**t.to_document(), "python": python}, indent=1))
     else:
-        from doctor.report.text import render_triage
-
         render_triage(t, python=python)
     return ExitCode.PROBLEMS if t.failed else ExitCode.OK

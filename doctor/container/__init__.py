@@ -29,6 +29,9 @@ from pathlib import Path
 from doctor import __version__, knowledge
 from doctor.errors import UsageError
 from doctor.uv import uv_bin
+from doctor.knowledge import get_stack
+from doctor.lockfiles import parse_lockfile, stack_lockfile
+from doctor.probes.gpu import nvml_facts
 
 LABEL = "io.verl-doctor"
 VENV = "/opt/venv"
@@ -69,9 +72,6 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1]   # the doctor package as inst
 
 def resolve_lock(stack_name: str | None, lock: str | None) -> tuple[Path, dict, str]:
     """(lockfile, stack, python version) from --stack or --lock."""
-    from doctor.knowledge import get_stack
-    from doctor.lockfiles import parse_lockfile, stack_lockfile
-
     if lock:
         path = Path(lock)
         if not path.is_file():
@@ -400,8 +400,6 @@ def build(stack_name: str | None = None, lock: str | None = None, base: str | No
 
 # ------------------------------------------------------------------------------------ the verify
 def host_gpus() -> list[dict]:
-    from doctor.probes.gpu import nvml_facts
-
     facts = nvml_facts()
     return facts.get("gpus", []) if facts.get("available") else []
 

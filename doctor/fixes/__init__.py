@@ -19,6 +19,7 @@ from packaging.utils import canonicalize_name
 
 from doctor import knowledge
 from doctor.errors import UsageError
+from doctor.findings import definition
 
 
 class FixError(Exception):
@@ -153,8 +154,6 @@ def matches_only(finding_id: str, only: list[str] | None) -> bool:
 
 def validate_only(only: list[str] | None) -> None:
     """--only IDs must name findings the doctor knows (an exact ID, a family, or a glob)."""
-    from doctor.findings import definition
-
     for pat in only or []:
         if any(ch in pat for ch in "*?["):
             continue

@@ -13,14 +13,14 @@ from pathlib import Path
 
 from doctor.fixes import ApplyContext, FixError, Step, StepKind, register
 from doctor.uv import runnable
+from doctor.uv import uv_bin
+from doctor.lockfiles.compile import stack_inputs
 
 CONSTRAINTS_PLACEHOLDER = "SNAPSHOT_DIR/constraints.txt"
 _CHANGE = re.compile(r"^ ([+-]) ([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?(?:==| @ )(\S+)")
 
 
 def uv() -> str:
-    from doctor.uv import uv_bin
-
     return uv_bin()
 
 
@@ -137,8 +137,6 @@ register(SyncLockKind())
 
 def make_install_step(python: str, stack: dict | None, reqs: list[dict], targets: list[str],
                       reinstall: list[str]) -> Step:
-    from doctor.lockfiles.compile import stack_inputs
-
     constraints = stack_inputs(stack)[1] if stack else ""
     requirements = _merge([r["requirement"] for r in reqs])
     step = Step(

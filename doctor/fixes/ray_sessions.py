@@ -13,6 +13,7 @@ from pathlib import Path
 from doctor import knowledge
 from doctor.fixes import ApplyContext, FixError, Step, StepKind, register
 from doctor.probes.ray_state import head_answers, ray_processes, session_info
+from doctor.probes.ray_state import ray_state_facts
 
 
 class RefusedError(Exception):
@@ -101,8 +102,6 @@ def stale_targets(state: dict) -> list[str]:
 
 def _targets() -> tuple[str, list[str]]:
     # Read the state again at plan/apply time (cheap, local): the check may be minutes old.
-    from doctor.probes.ray_state import ray_state_facts
-
     state = ray_state_facts()
     return state["temp_root"]["root"], stale_targets(state)
 

@@ -16,9 +16,13 @@ from typing import TYPE_CHECKING, Callable, Protocol
 
 from rich.markup import escape as esc
 
-from doctor.fixes import ApplyContext, FixError, build_plan
+from doctor.dists import user_projects
+from doctor.fixes import STEP_KINDS, ApplyContext, FixError, build_plan
 from doctor.fixes import snapshot as snapmod
+from doctor.fixes.packages import bind_constraints_path, freeze
+from doctor.knowledge import get_stack
 from doctor.results import ExitCode, Severity
+from doctor.stacks import choose_stack
 from doctor.uv import runnable
 
 if TYPE_CHECKING:
@@ -94,10 +98,6 @@ def judge(before, after, targets: set[str]) -> tuple[list[str], list[str]]:
 def fix(req: FixRequest, ui: FixUI, check: Callable[[str | None], "CheckResult"]) -> dict:
     """One `doctor fix`. `check(stack_name)` runs `doctor check` on the target. Returns the JSON
     document (its `status` and `exit_code` say how it ended)."""
-    from doctor.fixes.packages import bind_constraints_path
-    from doctor.knowledge import get_stack
-    from doctor.rules.common import closest_stack, user_projects
-
     t_start = time.perf_counter()
     doc: dict = {"command": "fix", "target": req.python, "dry_run": req.dry_run, "snapshot": None,
                  "after": None, "new_errors": [], "unfixed": [], "reason": None, "timings": {}}
@@ -112,8 +112,8 @@ def fix(req: FixRequest, ui: FixUI, check: Callable[[str | None], "CheckResult"]
         before = check(req.stack_name)
         doc["timings"]["check_s"] = round(time.perf_counter() - t0, 2)
         doc["timings"]["check_cached"] = bool(before.timings.get("cached"))
-        stack = get_stack(req.stack_name) if req.stack_name else closest_stack(before.facts)[0]
-        stack_how = "chosen with --stack" if req.stack_name else "closest by installed versions"
+        chosen = before.chosen or choose_stack(before.facts, get_stack(req.stack_name) if req.stack_name else None)
+        stack, stack_how = chosen.stack, chosen.how
         t0 = time.perf_counter()
         plan = build_plan(before.findings, python=req.python, stack=stack,
                           lockfile=str(req.lockfile) if req.lockfile else None, only=req.only,
@@ -229,16 +229,12 @@ def freeze_versions(freeze_text: str) -> dict:
 
 
 def restores_packages(record: dict) -> bool:
-    from doctor.fixes import STEP_KINDS
-
     kind = STEP_KINDS.get(record.get("kind") or "")
     return kind is None or kind.restores_packages
 
 
 def rollback(snap, python: str, ui: FixUI, yes: bool) -> ExitCode:
     """Restore a snapshot into `python`, after snapshotting what the restore replaces."""
-    from doctor.fixes.packages import freeze
-
     with snapmod.target_lock(python):
         saved = snap.freeze_path.read_text()
         now = freeze(python)

@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from doctor.knowledge.schema import KnowledgeError, validate
+from doctor.errors import UsageError
 
 KNOWLEDGE_DIR = Path(__file__).parent
 STACKS_DIR = KNOWLEDGE_DIR / "stacks"
@@ -22,8 +24,6 @@ def _load(path: Path) -> Any:
 
 def _load_checked(path: Path, schema: str) -> Any:
     """Load and validate: a file that does not match its schema is one line (KnowledgeError)."""
-    from doctor.knowledge.schema import KnowledgeError, validate
-
     try:
         data = _load(path)
     except yaml.YAMLError as exc:
@@ -61,8 +61,6 @@ def default_stack() -> dict:
 
 def get_stack(name: str | None) -> dict:
     """A known stack by name (None: the default one); an unknown name is bad input."""
-    from doctor.errors import UsageError
-
     known = stacks()
     if name is None:
         return default_stack()

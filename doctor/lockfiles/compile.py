@@ -16,6 +16,8 @@ from pathlib import Path
 from doctor import knowledge
 from doctor.errors import UsageError
 from doctor.uv import uv_bin
+from doctor.probes import TARGET_PROBES, run_target_probe
+from doctor.dists import checkout_of
 
 
 def stack_inputs(stack: dict) -> tuple[str, str]:
@@ -103,9 +105,6 @@ def project_lock(python: str, project: Path, out_dir: Path, progress=None) -> tu
     consistent and hashed, the project's own code (editable installs and source trees inside PATH)
     left out: it is installed from the checkout, after the sync. Returns (file, excluded names)."""
     import json
-
-    from doctor.probes import TARGET_PROBES, run_target_probe
-    from doctor.rules.common import checkout_of
 
     project = project.resolve()
     if not project.is_dir():

@@ -17,13 +17,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
+from doctor import knowledge
 
 SCRIPTS = Path(__file__).parent / "scripts"
 MARKER = "@@VERL-DOCTOR-JSON@@"
 
 def stack_modules() -> list[str]:
-    from doctor import knowledge
-
     return knowledge.load("python_env")["stack_modules"]
 
 
@@ -80,22 +79,16 @@ TARGET_PROBES = {
 def _kernel_libraries() -> str:
     import json
 
-    from doctor import knowledge
-
     return json.dumps(knowledge.load("system")["gpu"]["kernel_libraries"])
 
 
 def _ray_smoke_args() -> list[str]:
-    from doctor import knowledge
-
     k = knowledge.load("ray")["smoke"]
     return [k["temp_prefix"], str(k["deadline_s"]), ",".join(k["log_files"]), str(k["tail_lines"])]
 
 
 def run_cluster_probe(python: str, address: str, stack: dict | None = None, scale: float = 1.0) -> ProbeResult:
     """`doctor check --cluster ADDRESS`: stack versions on every alive node (scripts/ray_cluster.py)."""
-    from doctor import knowledge
-
     stack = stack or knowledge.default_stack()
     names = list(dict.fromkeys([c["dist"] for c in stack["constraints"]] + ["ray", "protobuf", "grpcio"]))
     probe = TargetProbe("ray_cluster", ("ray_cluster.py",), budget_s=120, deep=False,

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from doctor import knowledge
+from doctor.probes.environment import redact
 
 
 def _k() -> dict:
@@ -241,8 +242,6 @@ def ray_state_facts(env: dict | None = None) -> dict:
                                 if a.strip() in cfg["head_probe"]["not_an_address"]
                                 else head_answers(a, cfg["head_probe"]["connect_timeout_s"]))
         # Facts never hold credentials: ray://user:password@host shows as ray://***@host.
-        from doctor.probes.environment import redact
-
         facts["ray_address"]["address"] = redact("RAY_ADDRESS", a)
     try:
         st = base.stat()

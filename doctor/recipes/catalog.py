@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from doctor.errors import UsageError
+from doctor import knowledge
 
 PKG_DATA = Path(__file__).parent / "data"
 PKG_RECIPES = PKG_DATA / "recipes"
@@ -293,8 +294,6 @@ def _list() -> int:
 
 
 def _show(name: str) -> int:
-    from doctor import knowledge
-
     r = load(name)
     res = resolve(r)
     out = sys.stdout

@@ -16,6 +16,7 @@ from typing import Callable
 from doctor import knowledge
 from doctor.probes import ProbeResult, TargetProbe, run_target_probe
 from doctor.rules.dryrun import epochs_decide
+from doctor.report.text import render_finding
 
 SCRIPTS = Path(__file__).parent / "scripts"
 
@@ -133,8 +134,6 @@ def render_text(dry: dict, findings: list, recipe: str, python: str, out=None) -
 
     from rich.console import Console
     from rich.markup import escape
-
-    from doctor.report.text import render_finding
 
     console = Console(file=out or sys.stdout, highlight=False, soft_wrap=True)
     console.print(f"[bold]recipes run {escape(recipe)} --dry-run[/] · verl {dry.get('verl') or '?'} in {escape(python)}")

@@ -16,6 +16,11 @@ from doctor.results import Check
 from doctor.probes import TargetProbe, run_target_probe
 from doctor.rules.config import ConfigContext, evaluate_config, get, override_map, unknown_key_replacement
 from doctor.results import ExitCode
+from doctor.recipes.catalog import model_config
+from doctor.recipes.catalog import load, resolve
+from doctor.report.text import render_check, render_finding
+from doctor.recipes.catalog import read_overrides_file
+from doctor.target import resolve_python
 
 SCRIPTS = Path(__file__).parent / "scripts"
 COMPOSE_BUDGET_S = 120
@@ -53,8 +58,6 @@ def compose(python: str, overrides: list[str]) -> dict:
 
 
 def lint_overrides(python: str, overrides: list[str], source: str, model_path: str | None = None) -> LintResult:
-    from doctor.recipes.catalog import model_config
-
     data = compose(python, overrides)
     cfg = data.get("config")
     mp = model_path or get(cfg, "actor_rollout_ref.model.path") or override_map(overrides).get("actor_rollout_ref.model.path")
@@ -68,8 +71,6 @@ def lint_overrides(python: str, overrides: list[str], source: str, model_path: s
 
 
 def lint_recipe(python: str, name: str, extra: list[str] | None = None, quick: bool = False) -> LintResult:
-    from doctor.recipes.catalog import load, resolve
-
     recipe = load(name)
     res = resolve(recipe, quick=quick)
     return lint_overrides(python, res["overrides"] + list(extra or []), f"recipe {recipe['name']}", res["model_path"])
@@ -78,8 +79,6 @@ def lint_recipe(python: str, name: str, extra: list[str] | None = None, quick: b
 def render_text(r: LintResult, out=None) -> None:
     from rich.console import Console
     from rich.markup import escape
-
-    from doctor.report.text import render_check, render_finding
 
     console = Console(file=out or sys.stdout, highlight=False, soft_wrap=True)
     c = r.compose
@@ -141,9 +140,6 @@ def write_fixed(r: LintResult, path: str) -> tuple[Path, list[dict]]:
 
 
 def run_lint(args) -> int:
-    from doctor.recipes.catalog import read_overrides_file
-    from doctor.target import resolve_python
-
     if not args.name and not args.overrides_file:
         raise UsageError("give a recipe NAME (or YAML file) and/or --overrides-file F")
     if getattr(args, "write_fixed", None) and Path(args.write_fixed).exists():  # before the compose
@@ -169,8 +165,6 @@ def run_lint(args) -> int:
 
 def _write_fixed_and_relint(result: LintResult, python: str, args) -> int:
     """--write-fixed: write the fixed overrides, then lint that file alone (a real compose again)."""
-    from doctor.recipes.catalog import read_overrides_file
-
     path, changes = write_fixed(result, args.write_fixed)
     again = lint_overrides(python, read_overrides_file(str(path)), str(path))
     if args.json:

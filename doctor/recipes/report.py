@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from doctor.errors import UsageError
-from doctor.recipes import logparse as lp
+from doctor import logparse as lp
 
 SCHEMA_VERSION = 1
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",

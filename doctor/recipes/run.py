@@ -35,9 +35,23 @@ from typing import Any
 
 from doctor.errors import UsageError
 from doctor.recipes import catalog
-from doctor.recipes.logparse import parse_step
+from doctor.logparse import parse_step
 from doctor.results import ExitCode
 from doctor.uv import runnable
+from doctor.rules.gpu import recipe_gpus
+from doctor import knowledge
+from doctor.probes import TargetProbe, run_target_probe
+from doctor.recipes.dryrun import run_dry_run
+from doctor.rules.dryrun import evaluate_dry_run
+from doctor.recipes.dryrun import next_on_gpu
+from doctor.engine import run_check
+from doctor.recipes.lint import lint_recipe
+from doctor import logparse
+from doctor.recipes import report
+from doctor.report.text import render_triage
+from doctor.triage import read_log, triage_text
+from doctor.recipes.dryrun import render_text
+from doctor.target import resolve_python
 
 SCRIPTS = Path(__file__).parent / "scripts"
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
@@ -61,8 +75,6 @@ class PreflightCheck:
 def _gpu_check(gpu: dict, hw: dict, recipe_name: str, config: dict | None = None,
                environ: dict | None = None) -> PreflightCheck:
     """Enough GPUs for the run, as the job will see them (rules/gpu.py recipe_gpus)."""
-    from doctor.rules.gpu import recipe_gpus
-
     findings, seen = recipe_gpus(gpu, dict(os.environ if environ is None else environ), hw, recipe_name, config)
     if findings:
         return PreflightCheck("GPUs", False, findings[0].title, findings[0].fix.summary)
@@ -140,9 +152,6 @@ def _model_checks(recipe: dict, res: dict) -> list[PreflightCheck]:
 
 
 def _target_preflight(python: str, model_path: str | None, files: dict) -> dict:
-    from doctor import knowledge
-    from doctor.probes import TargetProbe, run_target_probe
-
     columns = knowledge.load("config_rules")["dataset_columns"]
     arg = json.dumps({"model_path": model_path, "files": files, "columns": columns})
     probe = TargetProbe("preflight", ("preflight.py",), 120, False, args=lambda: [arg], script_dir=SCRIPTS)
@@ -153,9 +162,6 @@ def _target_preflight(python: str, model_path: str | None, files: dict) -> dict:
 def dry_run(recipe: dict, res: dict, python: str, show: bool = True) -> tuple[dict, list, list]:
     """The trainer's path on CPU (recipes/dryrun.py) with live progress on stderr: (facts, findings,
     checks). A rich status line on a terminal; otherwise one line per step as it starts."""
-    from doctor.recipes.dryrun import run_dry_run
-    from doctor.rules.dryrun import evaluate_dry_run
-
     status = None
     seen: list[str] = []
 
@@ -183,8 +189,6 @@ def dry_run(recipe: dict, res: dict, python: str, show: bool = True) -> tuple[di
 
 
 def _dry_run_check(dry: dict, findings: list, recipe: dict, python: str) -> PreflightCheck:
-    from doctor.recipes.dryrun import next_on_gpu
-
     if dry.get("ok"):
         return PreflightCheck("trainer on CPU", True, f"verl's trainer path passes up to its first GPU call "
                               f"({dry.get('seconds')} s); next: {next_on_gpu(dry)}")
@@ -199,9 +203,6 @@ def _dry_run_check(dry: dict, findings: list, recipe: dict, python: str) -> Pref
 
 
 def preflight(recipe: dict, res: dict, python: str, say=None, fast: bool = False) -> list[PreflightCheck]:
-    from doctor.engine import run_check
-    from doctor.recipes.lint import lint_recipe
-
     say = say or (lambda msg: None)
     checks: list[PreflightCheck] = []
     say("doctor check of the target …")
@@ -422,8 +423,6 @@ def launch(cmd: list[str], env: dict, out: Path, total: int | None, show: bool) 
 
 def _report_summary(log_path: Path, out: Path) -> dict | None:
     """The console-log report (recipes report's metrics, summary and HTML) of the run."""
-    from doctor.recipes import logparse, report
-
     try:
         log = logparse.parse_file(log_path)
         summary = report.summarize(log)
@@ -436,9 +435,6 @@ def _report_summary(log_path: Path, out: Path) -> dict | None:
 def _triage(log_path: Path) -> None:
     """The failed run's cause, on stderr (stdout stays the verdict, or the JSON)."""
     from rich.console import Console
-
-    from doctor.report.text import render_triage
-    from doctor.triage import read_log, triage_text
 
     print("\n── doctor triage of console.log ──", file=sys.stderr)
     render_triage(triage_text(read_log(str(log_path)), str(log_path)),
@@ -456,8 +452,6 @@ def _print_preflight(checks: list[PreflightCheck], stream) -> None:
 
 def _dry_run_only(recipe: dict, res: dict, python: str, args) -> int:
     """`recipes run NAME --dry-run`: exit 0 the CPU path passes, 1 a step failed, 3 it could not run."""
-    from doctor.recipes.dryrun import next_on_gpu, render_text
-
     dry, findings, checks = dry_run(recipe, res, python, show=True)  # on stderr: --json keeps stdout
     code = ExitCode.OK if dry.get("ok") else ExitCode.PROBLEMS if dry.get("steps") else ExitCode.INCOMPLETE
     if args.json:
@@ -472,8 +466,6 @@ def _dry_run_only(recipe: dict, res: dict, python: str, args) -> int:
 
 
 def run_recipe(args) -> int:
-    from doctor.target import resolve_python
-
     recipe = catalog.load(args.name)
     res = catalog.resolve(recipe, quick=args.quick)
     python = resolve_python(args.python)

@@ -10,15 +10,23 @@ from dataclasses import dataclass, field
 
 from packaging.utils import canonicalize_name
 
-from doctor.findings import Finding, hold_unrunnable, report_order
+from doctor.findings import Finding, definition, hold_unrunnable, report_order
 from doctor.results import Check, Status
-from doctor.rules.registry import FactView, Registry, run_rule
+from doctor.rules.registry import RULES, FactView, run_rule
+# Import order is registration order (which decides merges): fact rules first, imports last.
+from doctor.rules import (  # noqa: F401,E402  (imported for their @rule registrations)
+    stack, versions, python_env, packages, vllm, attention, gpu, system, lock, ray, imports, probes,
+)
+from doctor.stacks import StackChoice, choose_stack, stack_lockfile_for
 
 
 @dataclass
 class Context:
     python: str
     stack: dict | None = None          # --stack; None = the closest known stack
+    # The stack this check judges against, decided once (doctor.stacks.choose_stack) by the engine
+    # or, when a caller left it unset, by evaluate() before the first rule runs.
+    chosen: StackChoice | None = None
     lock: dict | None = None           # parsed --lock file
     lockfile: str | None = None
     probe_errors: dict = field(default_factory=dict)
@@ -28,17 +36,6 @@ class Context:
     # The known-good set the env is compared with: {"lockfile": path, "pins": {dist: version}} of
     # --lock, else the closest stack's shipped lockfile for the target's Python (engine reads it).
     reference: dict | None = None
-
-
-RULES = Registry()
-rule = RULES  # @rule("check", "area", needs=..., requires=...) registers an environment rule
-
-
-def _load_rule_modules() -> None:
-    # Import order is registration order (which decides merges): fact rules first, imports last.
-    from doctor.rules import (  # noqa: F401
-        stack, versions, python_env, packages, vllm, attention, gpu, system, lock, ray, imports, probes,
-    )
 
 
 def why_absent(name: str, ctx: Context) -> str:
@@ -52,7 +49,8 @@ def why_absent(name: str, ctx: Context) -> str:
 
 def evaluate(facts: dict, ctx: Context, trace: dict | None = None) -> tuple[list[Finding], list[Check]]:
     """All environment rules on the facts. `trace`, when given, gets {check: facts it read}."""
-    _load_rule_modules()
+    if ctx.chosen is None and facts.get("distributions") is not None:
+        ctx.chosen = choose_stack(facts, ctx.stack)
     view = FactView(facts, lambda name: why_absent(name, ctx))
     merged: dict[str, Finding] = {}
     checks: list[Check] = []
@@ -95,13 +93,13 @@ def evaluate(facts: dict, ctx: Context, trace: dict | None = None) -> tuple[list
 def _pin_to_the_lockfile(findings, facts: dict, ctx: Context) -> None:
     """Fix commands that (re)install name the stack's lockfile as constraints ({lockfile}): a
     reinstall never resolves an unbounded requirement (which upgrades the whole tree)."""
-    from doctor.rules.common import active_stack, stack_lockfile_for
-
     if not any("{lockfile}" in c for f in findings for c in f.fix.commands):
         return
     try:
-        lockfile = ctx.lockfile or stack_lockfile_for(facts, active_stack(facts, ctx))
+        lockfile = ctx.lockfile or (stack_lockfile_for(facts, ctx.chosen.stack) if ctx.chosen else None)
     except (KeyError, TypeError):
+        return
+    if lockfile is None:
         return
     for f in findings:
         f.fix.commands = [c.replace("{lockfile}", lockfile) for c in f.fix.commands]
@@ -110,8 +108,6 @@ def _pin_to_the_lockfile(findings, facts: dict, ctx: Context) -> None:
 def link_root_causes(findings: dict[str, Finding]) -> None:
     """A finding whose knowledge entry names root causes (`consequence_of`) that are reported too
     is marked caused_by the first of them present (families like `version.*` match by prefix)."""
-    from doctor.findings import definition
-
     for f in findings.values():
         for cause in (definition(f.id) or {}).get("consequence_of", []):
             present = [i for i in findings if i != f.id and (i == cause or (cause.endswith(".*") and

@@ -4,20 +4,22 @@ from __future__ import annotations
 
 from doctor import knowledge
 from doctor.findings import make
-from doctor.rules import rule
-from doctor.rules.common import active_stack, classify, installed
+from doctor.rules.registry import rule
+from doctor.dists import installed
+from doctor.signatures import classify
 from doctor.rules.registry import cannot_look
+from doctor.findings import definition
 
 
 def _wheel_url(facts, ctx) -> str:
-    stack = active_stack(facts, ctx)
+    stack = ctx.chosen.stack
     wheels = (stack.get("flash_attn") or {}).get("wheels", {})
     return (wheels.get(facts["markers"]["python_version"]) or {}).get("url", "flash-attn")
 
 
 def _wheel_params(facts, ctx) -> dict:
     """The wheel the stack names for the target's Python, and what it is built for."""
-    stack = active_stack(facts, ctx)
+    stack = ctx.chosen.stack
     torch = knowledge.stack_pins(stack).get("torch", "?")
     return {"wheel_url": _wheel_url(facts, ctx), "torch_mm": ".".join(torch.split(".")[:2]),
             "py": facts["markers"]["python_version"]}
@@ -32,8 +34,6 @@ def _has_gpu(facts, ctx) -> bool:
 def flash_attn_missing(facts, ctx):
     if installed(facts, "flash-attn"):
         return
-    from doctor.findings import definition
-
     spec = definition("flash-attn.missing")
     severity = spec["severity"] if _has_gpu(facts, ctx) else spec.get("severity_without_gpu", spec["severity"])
     evidence = ["no flash-attn distribution installed"]

@@ -10,7 +10,7 @@ import functools
 from doctor import knowledge
 from doctor.findings import Finding, make
 from doctor.results import Check, Status
-from doctor.rules.common import cause_of
+from doctor.signatures import cause_of
 from doctor.rules.registry import Registry, cannot_look, run_rule
 
 TRAINER_RULES = Registry(area="trainer")

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from doctor import knowledge
 from doctor.findings import make
-from doctor.rules import rule
-from doctor.rules.common import classify, human_bytes, installed
+from doctor.rules.config import get
+from doctor.rules.registry import rule
+from doctor.dists import installed
+from doctor.signatures import classify
+from doctor.units import human_bytes
 from doctor.rules.registry import cannot_look
 
 
@@ -306,8 +309,6 @@ GIB = 1024 ** 3
 def job_world(config: dict | None, hw: dict) -> tuple[int, str]:
     """How many GPUs the run asks for: trainer.n_gpus_per_node × trainer.nnodes of the composed
     config (what verl's ResourcePoolManager requests from Ray), else the recipe's hardware."""
-    from doctor.rules.config import get
-
     n, nodes = get(config, "trainer.n_gpus_per_node"), get(config, "trainer.nnodes")
     if isinstance(n, int) and isinstance(nodes, int):
         return n * nodes, f"trainer.n_gpus_per_node={n} × trainer.nnodes={nodes}"

@@ -6,16 +6,18 @@ from __future__ import annotations
 
 from doctor import knowledge
 from doctor.findings import make
-from doctor.rules import rule
-from doctor.rules.common import (active_stack, culprits, differs_from_reference, fails_for_missing_dist,
-                                 failure_evidence, import_failures, installed, missing_stack_dists)
+from doctor.rules.registry import rule
+from doctor.dists import installed
+from doctor.reference import culprits, differs_from_reference
+from doctor.rules.failures import fails_for_missing_dist, failure_evidence, import_failures
+from doctor.stacks import missing_stack_dists
 from doctor.rules.stack import dists_missing_finding
 
 
 @rule("the stack's modules import", "imports", needs=("imports",))
 def failed(facts, ctx):
     owned_by_ray = knowledge.load("ray")["imports"]
-    stack = active_stack(facts, ctx)
+    stack = ctx.chosen.stack
     missing = missing_stack_dists(facts, stack)
     groups: dict[tuple, list] = {}
     folded = []
@@ -44,9 +46,9 @@ def failed(facts, ctx):
         surfaced = make(fid, evidence, **{**versions, "module": label, "modules": ", ".join(modules),
                                           "exc_type": info.get("type"), "dist": dist,
                                           "message": info.get("message", "?"), "python": ctx.python})
-        blamed = culprits(facts, ctx, info)
+        blamed = culprits(facts, ctx.reference, info)
         if blamed:  # what differs from the known-good set is the cause; where it surfaced is affected
-            diff = differs_from_reference(facts, ctx)
+            diff = differs_from_reference(facts, ctx.reference)
             lockfile = (ctx.reference or {}).get("lockfile") or "the lockfile"
             lines = [f"{d} {diff[d][0]} differs from the known-good {diff[d][1]} ({lockfile})" for d in blamed]
             yield make("stack.culprit", lines + [failure_evidence(first, info)] +

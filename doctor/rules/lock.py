@@ -6,8 +6,8 @@ from packaging.utils import canonicalize_name
 
 from doctor import knowledge
 from doctor.findings import make
-from doctor.rules import rule
-from doctor.rules.common import user_project
+from doctor.rules.registry import rule
+from doctor.dists import user_project
 
 
 @rule("the target matches the lockfile", "lock", needs=("distributions",),

@@ -9,8 +9,9 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from doctor.findings import make
-from doctor.rules import rule
-from doctor.rules.common import active_stack, satisfies, stack_lockfile_for
+from doctor.rules.registry import rule
+from doctor.dists import satisfies
+from doctor.stacks import stack_lockfile_for
 
 
 @functools.lru_cache(maxsize=4096)
@@ -49,6 +50,6 @@ def conflicts(facts: dict) -> list[str]:
 def pip_conflict(facts, ctx):
     found = conflicts(facts)
     if found:
-        stack = active_stack(facts, ctx)
+        stack = ctx.chosen.stack
         yield make("pip.conflict", found, count=len(found), stack=stack["name"], python=ctx.python,
                    lockfile=stack_lockfile_for(facts, stack))

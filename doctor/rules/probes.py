@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from doctor.findings import make
-from doctor.rules import rule
+from doctor.rules.registry import rule
 
 
 @rule("every probe ran", "doctor")

@@ -8,9 +8,10 @@ from packaging.utils import canonicalize_name
 
 from doctor import knowledge
 from doctor.findings import make
-from doctor.rules import rule
-from doctor.rules.common import (active_stack, failure_evidence, failures_for, grouped_failure_evidence, installed,
-                                 stack_lockfile_for, user_project)
+from doctor.rules.registry import rule
+from doctor.dists import installed, user_project
+from doctor.rules.failures import failure_evidence, failures_for, grouped_failure_evidence
+from doctor.stacks import stack_lockfile_for
 
 
 def _modules(failures, default):
@@ -71,7 +72,7 @@ def broken_metadata(facts, ctx):
 
 @rule("the Python version is one the stack is locked for", "python", needs=("distributions",))
 def version_unverified(facts, ctx):
-    stack = active_stack(facts, ctx)
+    stack = ctx.chosen.stack
     pyver = facts["markers"]["python_version"]
     if pyver in stack["python"]:
         return

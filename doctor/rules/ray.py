@@ -8,10 +8,12 @@ from packaging.requirements import InvalidRequirement, Requirement
 
 from doctor import knowledge
 from doctor.findings import make
-from doctor.rules import rule
+from doctor.rules.registry import rule
 from doctor.rules.registry import cannot_look
-from doctor.rules.common import (cause_of, classify, grouped_failure_evidence, human_bytes, import_failures,
-                                 installed, satisfies)
+from doctor.dists import installed, satisfies
+from doctor.rules.failures import grouped_failure_evidence, import_failures
+from doctor.signatures import cause_of, classify
+from doctor.units import human_bytes
 
 MAX_LISTED = 10
 PROTOBUF_ID = "ray.protobuf-incompatible"

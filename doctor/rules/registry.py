@@ -110,3 +110,9 @@ def run_rule(r: Rule, call: Callable[[], Iterable[Finding]], view: FactView | No
     if not got and unseen:
         return [], Check(r.check, r.area, Status.SKIPPED, why=unseen)
     return got, Check(r.check, r.area, Status.of(f.severity for f in got), ids=sorted({f.id for f in got}))
+
+
+# The one registry of rules. Module import order is registration order (which decides merges):
+# doctor/rules/__init__.py imports the rule modules in that order.
+RULES = Registry()
+rule = RULES  # @rule("check", "area", needs=..., requires=...) registers a rule

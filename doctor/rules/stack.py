@@ -7,19 +7,18 @@ from packaging.version import InvalidVersion, Version
 
 from doctor import knowledge
 from doctor.findings import make
-from doctor.rules import rule
-from doctor.rules.common import (active_stack, closest_stack, differs_from_reference, failure_evidence, failures_for,
-                                 installed, missing_stack_dists, satisfies, stack_lockfile_for, user_project)
+from doctor.rules.registry import rule
+from doctor.dists import installed, satisfies, user_project
+from doctor.reference import differs_from_reference
+from doctor.rules.failures import failure_evidence, failures_for
+from doctor.stacks import missing_stack_dists, stack_lockfile_for
 from doctor.rules.registry import cannot_look
 
 
 @rule("closest known stack", "stack", needs=("distributions",))
 def detected(facts, ctx):
-    stack, met, total = (ctx.stack, None, None) if ctx.stack else closest_stack(facts)
-    if met is None:
-        met = sum(1 for c in stack["constraints"] if (v := installed(facts, c["dist"])) and Version(v) in SpecifierSet(c["spec"], prereleases=True))  # noqa: E501
-        total = sum(1 for c in stack["constraints"] if installed(facts, c["dist"]))
-    how = "chosen with --stack" if ctx.stack else "closest by installed versions"
+    choice = ctx.chosen
+    stack, met, total, how = choice.stack, choice.met, choice.total, choice.how
     of = len(stack["constraints"])
     words = (f"none of its {of} constrained distributions is installed" if not total else
              f"{met}/{total} constraints met" if total == of else
@@ -31,7 +30,7 @@ def detected(facts, ctx):
 
 @rule("the stack's distributions are installed", "stack", needs=("distributions",))
 def dists_missing(facts, ctx):
-    stack = active_stack(facts, ctx)
+    stack = ctx.chosen.stack
     missing = missing_stack_dists(facts, stack)
     if not missing:
         return
@@ -147,7 +146,7 @@ def differs(facts, ctx):
     ref = ctx.reference
     if not ref:
         raise cannot_look("distributions", "no lockfile of this stack for the target's Python")
-    diff = differs_from_reference(facts, ctx)
+    diff = differs_from_reference(facts, ctx.reference)
     if not diff:
         return
     changed = sorted((d, v) for d, v in diff.items() if v[0] != "missing")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from doctor import knowledge
 from doctor.findings import make
-from doctor.rules import rule
-from doctor.rules.common import human_bytes
+from doctor.rules.registry import rule
+from doctor.units import human_bytes
 
 
 @rule("/dev/shm is large enough for Ray", "system", needs=("system",))

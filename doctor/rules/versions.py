@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from doctor.findings import make
-from doctor.rules import rule
-from doctor.rules.common import active_stack, installed, satisfies, user_project
+from doctor.rules.registry import rule
+from doctor.dists import installed, satisfies, user_project
 from doctor.rules.registry import cannot_look
 
 
 @rule("versions within the stack's known-good ranges", "versions", needs=("distributions",))
 def out_of_range(facts, ctx):
-    stack = active_stack(facts, ctx)
+    stack = ctx.chosen.stack
     if not any(installed(facts, c["dist"]) for c in stack["constraints"]):
         raise cannot_look("distributions", "none of the stack's distributions is installed")
     for c in stack["constraints"]:

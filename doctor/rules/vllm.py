@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from doctor.findings import make
-from doctor.rules import rule
+from doctor.rules.registry import rule
 from doctor.rules.registry import cannot_look
-from doctor.rules.common import cause_of, classify, exception_summary, installed
+from doctor.dists import installed
+from doctor.rules.failures import exception_summary
+from doctor.signatures import cause_of, classify
 
 
 @rule("vLLM's tokenizer wrapper works with transformers", "vllm", needs=("imports",), requires=("vllm", "transformers"))

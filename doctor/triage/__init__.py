@@ -11,35 +11,22 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
+import sys
+
+from packaging.utils import canonicalize_name
 
 from doctor import knowledge
 from doctor.findings import Finding, hold_unrunnable, make
-
-MAX_EVIDENCE = 8
+from doctor.lockfiles import parse_lockfile, stack_lockfile
+from doctor.logparse import decode, parse_step, read_text
+from doctor.signatures import (MAX_EVIDENCE, clean_lines, evidence, findings_for, match, scan, short,
+                               spec)
 _FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
 _LIBRARY = re.compile(r"(?:site|dist)-packages/|/lib/python\d+(?:\.\d+)?/|^<frozen |^<string>|/_bootstrap|\.pyx$"
                       # a source checkout of a stack library (/workspace/vllm/vllm/…): still the library's code
                       r"|/(vllm|torch|ray|transformers|flash_attn|xformers|tensordict|triton|numpy|pyarrow|datasets)"
                       r"/\1/")
-
-
-@functools.lru_cache(maxsize=None)
-def spec() -> dict:
-    raw = knowledge.load("triage")
-    sigs = [{**s, "fatal": s.get("fatal", True), "rx": re.compile(s["pattern"])}
-            for s in knowledge.load("signatures") if "log" in s["contexts"]]
-    return {
-        "prefixes": [re.compile(p) for p in raw["line_prefixes"]],
-        # the same prefixes for a whole text: at each line start, never across a newline
-        "leading": re.compile("^(?:" + "|".join("(?:" + p.replace(r"\s", r"[ \t]").lstrip("^") + ")"
-                                                  for p in raw["line_prefixes"][1:]) + ")+", re.M),
-        "completion": list(raw["completion_markers"]),
-        "benign": re.compile("|".join(f"(?:{b['pattern']})" for b in raw.get("benign_lines", [])) or "(?!)"),
-        # re.M: the same patterns serve one line and the whole joined text
-        "markers": [(m["name"], re.compile(m["pattern"], re.M)) for m in raw["failure_markers"]],
-        "signatures": sigs,
-        "versions": [(v.get("dist"), re.compile(v["pattern"])) for v in raw.get("log_versions", [])],
-    }
 
 
 @dataclass
@@ -65,8 +52,6 @@ class Triage:
 def log_context(text: str) -> dict[str, str]:
     """The versions a log shows of its own stack (knowledge/triage.yaml log_versions): first match
     per distribution; Python as 3.N."""
-    from packaging.utils import canonicalize_name
-
     found: dict[str, str] = {}
     if len(text) > 2_000_000:  # versions show at the start (banners) or the end (a pasted env): not 10 MB of steps
         text = text[:1_000_000] + "\n" + text[-1_000_000:]
@@ -89,10 +74,6 @@ def _mm(version: str | None) -> str | None:
 @functools.lru_cache(maxsize=8)
 def _locked_pins(path: str) -> tuple[tuple[str, str], ...]:
     """A shipped lockfile's versions, read once per process (triage of a whole corpus asks each time)."""
-    from pathlib import Path
-
-    from doctor.lockfiles import parse_lockfile
-
     return tuple((n, d["version"]) for n, d in parse_lockfile(Path(path)).items())
 
 
@@ -100,8 +81,6 @@ def fix_params(log: dict[str, str], python_version: str | None) -> tuple[dict, l
     """Parameters for the fixes from what the log shows, and how its stack differs from the locked
     set. A fix pins the locked set only where the log's stack is that set (or shows no versions):
     a log from vllm 0.2.4 is not told to install vllm 0.6.3.post1 as if that were the same fix."""
-    from doctor.lockfiles import stack_lockfile
-
     stack = knowledge.default_stack()
     pyver = log.get("python") or python_version
     lock_path = stack_lockfile(stack["name"], pyver) if pyver and pyver in stack["python"] else None
@@ -127,25 +106,6 @@ def fix_params(log: dict[str, str], python_version: str | None) -> tuple[dict, l
     return {k: v for k, v in params.items() if v}, differs
 
 
-def clean_lines(text: str, sp: dict) -> list[str]:
-    """The log's lines without ANSI codes and the prefixes Ray, docker compose and torch.distributed
-    put before them — done on the whole text at once (C speed), the same as line by line."""
-    text = text.replace("\r\n", "\n")
-    ansi, *_ = sp["prefixes"]
-    if "[" in text:
-        text = ansi.sub("", text)
-    text = sp["leading"].sub("", text)  # one pass: `(?:p1|p2|p3)+` also takes a Ray prefix after a compose one
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [ln.rstrip("\r") for ln in lines]
-
-
-def _short(text: str, n: int = 240) -> str:
-    text = text.strip()
-    return text if len(text) <= n else text[: n - 1] + "…"
-
-
 _LOG_LINE = re.compile(r"\b(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\b|\(\w+ pid=\d+|^\s*File \"|"
                        r"^\[\d{4}-\d\d-\d\d|^\s*\[rank\d+\]|Traceback|step:\d+|\bexit(?:ed)? (?:with )?code\b")
 
@@ -164,8 +124,6 @@ def triage_text(text: str, path: str, python: str = "python", python_version: st
     log_stack = log_context("\n".join(lines))
     known, differs = fix_params(log_stack, python_version)
     last_step = last_step_idx = None
-    from doctor.recipes.logparse import parse_step
-
     for i in range(len(lines) - 1, -1, -1):
         if "step:" in lines[i]:
             rec = parse_step(lines[i])
@@ -174,12 +132,12 @@ def triage_text(text: str, path: str, python: str = "python", python_version: st
                 break
     completed = any(mk in ln for ln in lines for mk in sp["completion"] if "validation metrics" in ln)
     start = last_step_idx + 1 if last_step_idx is not None else 0
-    benign = _benign_lines(lines, start) | {i for i, _ in _scan(lines).matching(sp["benign"], start)}
+    benign = _benign_lines(lines, start) | {i for i, _ in scan(lines).matching(sp["benign"], start)}
     region = [i for i in range(start, len(lines)) if i not in benign]
     in_region = set(region)
-    markers = sorted((i, name) for name, rx in sp["markers"] for i, _ in _scan(lines).matching(rx, start)
+    markers = sorted((i, name) for name, rx in sp["markers"] for i, _ in scan(lines).matching(rx, start)
                      if i in in_region)
-    fatal_hits = _match(lines, region, [s for s in sp["signatures"] if s.get("fatal")])
+    fatal_hits = match(lines, region, [s for s in sp["signatures"] if s.get("fatal")])
     failed = not completed and bool(markers or (last_step_idx is None and fatal_hits))
     t = Triage(log=path, lines=len(lines), failed=failed,
                status="failed" if failed else "completed" if completed else "no-failure-evidence",
@@ -187,34 +145,22 @@ def triage_text(text: str, path: str, python: str = "python", python_version: st
                log_stack=log_stack, differs=differs)
     if markers:
         i, name = markers[0]
-        t.failure = {"line": i + 1, "marker": name, "text": _short(lines[i])}
+        t.failure = {"line": i + 1, "marker": name, "text": short(lines[i])}
     if not failed:
         return t
     causes = [h for h in fatal_hits if not h["sig"].get("symptom")]
     symptoms = [h for h in fatal_hits if h["sig"].get("symptom")]
-    warn_hits = _match(lines, range(len(lines)), [s for s in sp["signatures"] if not s.get("fatal")])
+    warn_hits = match(lines, range(len(lines)), [s for s in sp["signatures"] if not s.get("fatal")])
     if causes:
-        t.findings += _findings(causes, lines, then=symptoms, severity="error", python=python, known=known)
+        t.findings += findings_for(causes, lines, then=symptoms, severity="error", python=python, known=known)
     elif symptoms:
-        t.findings += _findings(symptoms, lines, severity="error", python=python, known=known)
+        t.findings += findings_for(symptoms, lines, severity="error", python=python, known=known)
     else:
         t.findings.append(_unrecognized(lines, start, markers))
-    t.findings += _findings(warn_hits, lines, severity="warning", python=python, known=known)
+    t.findings += findings_for(warn_hits, lines, severity="warning", python=python, known=known)
     for f in t.findings:
         hold_unrunnable(f)
     return t
-
-
-def causes_in_text(text: str, python: str = "python", **known) -> list[Finding]:
-    """The causes the signature table names in one error text (an exception, a traceback from a
-    step of the dry run): its fatal root causes, else its symptoms; nothing when none is known.
-    `known` are facts the caller has (verl's version) in place of a signature's placeholders."""
-    sp = spec()
-    lines = clean_lines(text, sp)
-    hits = _match(lines, range(len(lines)), [s for s in sp["signatures"] if s.get("fatal")])
-    causes = [h for h in hits if not h["sig"].get("symptom")]
-    return _findings(causes or hits, lines, then=[h for h in hits if h["sig"].get("symptom")] if causes else None,
-                     severity="error", python=python, known=known)
 
 
 _TRACEBACK_M = re.compile(r"^[ \t]*Traceback \(most recent call last\):", re.M)
@@ -228,7 +174,7 @@ def _benign_lines(lines: list[str], start: int) -> set[int]:
     (the line before it is that warning: an optional dependency probe, say)."""
     out: set[int] = set()
     last_benign = False
-    tracebacks = [i for i, _ in _scan(lines).matching(_TRACEBACK_M, start)]
+    tracebacks = [i for i, _ in scan(lines).matching(_TRACEBACK_M, start)]
     done = -1
     for i in tracebacks:
         if i <= done:
@@ -249,92 +195,6 @@ def _benign_lines(lines: list[str], start: int) -> set[int]:
     return out
 
 
-class _Text:
-    """The cleaned lines joined once, with each line's offset: one C-speed scan per pattern."""
-
-    def __init__(self, lines: list[str]):
-        import bisect
-
-        self._bisect = bisect.bisect_right
-        self.text = "\n".join(lines)
-        self.offsets = [0]
-        pos = self.text.find("\n")
-        while pos != -1:
-            self.offsets.append(pos + 1)
-            pos = self.text.find("\n", pos + 1)
-
-    def matching(self, rx: re.Pattern, start: int = 0):
-        """(line index, match) for the first match of rx on each line from `start` on."""
-        last = -1
-        for m in rx.finditer(self.text, self.offsets[start] if start < len(self.offsets) else len(self.text)):
-            i = self._bisect(self.offsets, m.start()) - 1
-            if i != last:
-                last = i
-                yield i, m
-
-
-_LAST_SCAN: list = [None, None]   # (the lines, their _Text): one log is triaged at a time
-
-
-def _scan(lines: list[str]) -> _Text:
-    if _LAST_SCAN[0] is not lines:
-        _LAST_SCAN[:] = [lines, _Text(lines)]
-    return _LAST_SCAN[1]
-
-
-def _match(lines: list[str], region, sigs: list[dict]) -> list[dict]:
-    """One hit per finding ID (in signature order), with every matching line. A line belongs to the
-    first signature that matches it (the table's order: specific before generic)."""
-    allowed = set(region)
-    start = min(allowed) if allowed else len(lines)
-    scan = _scan(lines)
-    owner: dict[int, tuple[int, dict, re.Match]] = {}
-    for order, sig in enumerate(sigs):
-        for i, m in scan.matching(sig["rx"], start):
-            if i in allowed and i not in owner:
-                owner[i] = (order, sig, m)
-    hits: dict[str, dict] = {}
-    for i in sorted(owner):
-        order, sig, m = owner[i]
-        h = hits.setdefault(sig["id"], {"sig": sig, "lines": [], "groups": {}, "order": order})
-        h["lines"].append(i)
-        for k, v in m.groupdict().items():
-            if v is not None:
-                h["groups"].setdefault(k, v)
-    return sorted(hits.values(), key=lambda h: h["order"])
-
-
-def _evidence(lines: list[str], idx: list[int], prefix: str = "") -> list[str]:
-    ev = [f"{prefix}line {i + 1}: {_short(lines[i])}" for i in idx[:MAX_EVIDENCE]]
-    if len(idx) > MAX_EVIDENCE:
-        ev.append(f"{prefix}… {len(idx) - MAX_EVIDENCE} more matching lines")
-    return ev
-
-
-class _Safe(dict):
-    def __missing__(self, key):
-        return "{" + key + "}"
-
-
-def _findings(hits: list[dict], lines: list[str], then: list[dict] | None = None,
-              severity: str | None = None, python: str = "python", known: dict | None = None) -> list[Finding]:
-    out = []
-    for n, h in enumerate(hits):
-        sig = h["sig"]
-        groups = _Safe(h["groups"])
-        defaults = {k: v.format_map(groups) if isinstance(v, str) and "{" in v else v
-                    for k, v in (sig.get("params") or {}).items()}
-        params = {**defaults, **(known or {}), "python": python, "message": _short(lines[h["lines"][0]], 160),
-                  **h["groups"]}
-        ev = _evidence(lines, h["lines"])
-        if n == 0 and then:
-            for s in then:
-                ev += _evidence(lines, s["lines"], prefix=f"then ({s['sig']['id']}) ")
-        ev.append(f"signature: {sig['source']}")
-        out.append(make(sig["id"], ev, severity=severity, **params))
-    return out
-
-
 def _unrecognized(lines: list[str], start: int, markers: list[tuple[int, str]]) -> Finding:
     """No signature matched: an error in the user's own code, or an unknown failure."""
     tb = [i for i, name in markers if name == "traceback"]
@@ -349,26 +209,22 @@ def _unrecognized(lines: list[str], start: int, markers: list[tuple[int, str]]) 
             if frames and _EXC_LINE.match(lines[j]):
                 exc_idx = j
                 break
-        message = _short(lines[exc_idx], 160) if exc_idx is not None else "traceback without an exception line"
+        message = short(lines[exc_idx], 160) if exc_idx is not None else "traceback without an exception line"
         if frames:
             j, fm = frames[-1]
             where = f"{fm['path']}:{fm['line']} in {fm['func']}"
-            evidence = _evidence(lines, [first, j] + ([exc_idx] if exc_idx is not None else []))
+            lines_ev = evidence(lines, [first, j] + ([exc_idx] if exc_idx is not None else []))
             if not _LIBRARY.search(fm["path"]):
-                return make("runtime.app-error", evidence, message=message, where=where)
-            return make("runtime.unrecognized-failure", evidence + [f"innermost frame: {where} (library code)"],
+                return make("runtime.app-error", lines_ev, message=message, where=where)
+            return make("runtime.unrecognized-failure", lines_ev + [f"innermost frame: {where} (library code)"],
                         message=message)
     i = markers[-1][0] if markers else start
-    return make("runtime.unrecognized-failure", _evidence(lines, [m[0] for m in markers][-MAX_EVIDENCE:] or [i]),
-                message=_short(lines[i], 160) if i < len(lines) else "no failure line")
+    return make("runtime.unrecognized-failure", evidence(lines, [m[0] for m in markers][-MAX_EVIDENCE:] or [i]),
+                message=short(lines[i], 160) if i < len(lines) else "no failure line")
 
 
 def read_log(path: str) -> str:
     """The log's text (`-`: stdin), decoded the way `recipes report` decodes logs."""
-    import sys
-
-    from doctor.recipes.logparse import decode, read_text
-
     if path == "-":
         return decode(sys.stdin.buffer.read(), "stdin")
     return read_text(path)

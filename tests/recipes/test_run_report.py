@@ -206,7 +206,7 @@ def test_unwritable_out_dir_exits_2_and_writes_nothing_elsewhere(tmp_path):
 
 
 def test_the_573_kB_log_parses_in_well_under_200_ms():
-    from doctor.recipes import logparse
+    from doctor import logparse
 
     logparse.spec()
     times = []
@@ -256,7 +256,7 @@ def test_report_page_renders_its_plots_in_headless_chromium(log, plots, missing,
 def test_chart_axes_cover_their_data_and_the_title_names_the_algorithm(log, tmp_path):
     """The axis of every chart spans its data (the gemma log's reward reaches 0.738: a top tick of
     0.7 drew the line over the title), and a GRPO run is titled GRPO."""
-    from doctor.recipes import logparse as lp
+    from doctor import logparse as lp
     from doctor.recipes.report import _nice_ticks
 
     parsed = lp.parse_file(log)

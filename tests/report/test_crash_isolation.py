@@ -35,7 +35,7 @@ def test_a_crashing_text_report_still_gives_the_findings(tmp_path):
 
 
 def test_a_crashing_triage_is_one_line_and_exit_3(tmp_path):
-    env = _broken_copy(tmp_path, "triage/__init__.py", '    text = text.replace("\\r\\n", "\\n")\n',
+    env = _broken_copy(tmp_path, "signatures.py", '    text = text.replace("\\r\\n", "\\n")\n',
                        '    text = text.replace("\\r\\n", "\\n")\n    1 / 0\n')
     log = DATA / "logs" / "failures" / "verl-245_vllm_0.6.3.post1_not_supported.log"
     proc = subprocess.run([sys.executable, "-m", "doctor", "triage", str(log)], cwd=tmp_path, env=env,

@@ -110,9 +110,8 @@ def test_unknown_key_names_nearest_key_or_plus_prefix():
 
 
 def test_config_rules_do_not_run_in_plain_doctor_check():
-    from doctor.rules import RULES, _load_rule_modules
+    from doctor.rules import RULES
 
-    _load_rule_modules()
     assert not any(r.fn.__module__ == "doctor.rules.config" for r in RULES)
 
 

@@ -1,0 +1,54 @@
+"""The env against its known-good set (the stack's lockfile or --lock): what differs, and which of
+those differences lie on a failing import's path."""
+
+from __future__ import annotations
+
+import re
+
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from doctor.dists import installed, user_project
+
+
+def differs_from_reference(facts: dict, reference: dict | None) -> dict[str, tuple[str, str | None]]:
+    """{dist: (installed, known-good or None)} for the stack's distributions that differ from the
+    known-good set: another version, or missing there though locked."""
+    ref = (reference or {}).get("pins") or {}
+    out: dict[str, tuple[str, str | None]] = {}
+    for name, locked in ref.items():
+        if user_project(facts, name):  # the user's own code differs by design (version.user-project)
+            continue
+        have = installed(facts, name)
+        if have is None:
+            out[name] = ("missing", locked)
+            continue
+        try:
+            same = Version(have).public == Version(locked).public
+        except InvalidVersion:
+            same = have == locked
+        if not same:
+            out[name] = (have, locked)
+    return out
+
+
+# Where a message names a library: `from 'pydantic'`, a missing module, a path in site-packages, or a
+# library's own version check ("tokenizers>=0.21,<0.22 is required … but found tokenizers==0.20.3").
+_MODULE_IN_TEXT = re.compile(r"from '([A-Za-z_][\w]*)|No module named '([A-Za-z_]\w*)|(?:site|dist)-packages/([A-Za-z_]\w*)"
+                             r"|but found ([A-Za-z][\w.-]*)==")
+
+
+def culprits(facts: dict, reference: dict | None, info: dict) -> list[str]:
+    """The distributions on a failing import's path that differ from the known-good set: those
+    its frames ran in, and those its message names (`from 'pydantic'`, a .so path, a missing module)."""
+    diff = differs_from_reference(facts, reference)
+    if not diff:
+        return []
+    names: list[str] = [canonicalize_name(d) for d in info.get("chain_dists") or []]
+    for m in _MODULE_IN_TEXT.finditer(info.get("text") or info.get("message") or ""):
+        top = next(g for g in m.groups() if g)
+        names.append(canonicalize_name(top))
+        names.append(canonicalize_name(top.replace("_", "-")))
+    if info.get("missing_module"):
+        names.append(canonicalize_name(info["missing_module"].split(".")[0]))
+    return [str(n) for n in dict.fromkeys(n for n in names if n in diff)]

@@ -1,0 +1,60 @@
+"""Failed imports as the imports probe records them, and how rules quote them (pure)."""
+
+from __future__ import annotations
+
+import re
+
+from packaging.utils import canonicalize_name
+
+from doctor.signatures import classify
+
+
+def import_failures(facts: dict) -> list[tuple[str, dict, str | None]]:
+    """(module, failure info, classified ID) for every failed import, in import order."""
+    out = []
+    for module, info in ((facts.get("imports") or {}).get("modules") or {}).items():
+        if not info.get("ok"):
+            out.append((module, info, classify(info.get("text") or info.get("message", ""))))
+    return out
+
+
+def failures_for(facts: dict, finding_id: str) -> list[tuple[str, dict]]:
+    return [(m, i) for m, i, fid in import_failures(facts) if fid == finding_id]
+
+
+def grouped_failure_evidence(failures: list[tuple[str, dict]], unlisted: tuple[str, ...] = ()) -> list[str]:
+    """One line per distinct error (the first import that raised it), then the other imports that
+    raised the same error — not the same line once per module (nor the ones ending in `unlisted`)."""
+    by_msg: dict[str, list[tuple[str, dict]]] = {}
+    for module, info in failures:
+        by_msg.setdefault(info.get("message") or "", []).append((module, info))
+    out = []
+    for items in by_msg.values():
+        out.append(failure_evidence(*items[0]))
+        rest = [m for m, _ in items[1:] if not m.endswith(unlisted or ("\0",))]
+        if rest:
+            out.append("same error when importing: " + ", ".join(rest))
+    return out
+
+
+_FRAME_LINE = re.compile(r'\s*File "')
+_EXCEPTION_LINE = re.compile(r"\s*(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Warning)\b")
+
+
+def exception_summary(lines: list[str]) -> list[str]:
+    """From a traceback's text: the innermost frame and the exception line (the last ones)."""
+    frames = [ln.strip() for ln in lines if _FRAME_LINE.match(ln)]
+    excs = [ln.strip() for ln in lines if _EXCEPTION_LINE.match(ln)]
+    return ([f"innermost frame: {frames[-1]}"] if frames else []) + ([excs[-1]] if excs else [])
+
+
+def failure_evidence(module: str, info: dict) -> str:
+    chain = info.get("chain") or []
+    where = f" (raised at {chain[-1]})" if chain else ""
+    return f"import {module}: {info.get('message')}{where}"
+
+
+def fails_for_missing_dist(info: dict, missing: list[str]) -> bool:
+    """An import that fails only because a missing distribution's top-level module is absent."""
+    mod = (info.get("missing_module") or "").split(".")[0]
+    return bool(mod) and info.get("type") == "ModuleNotFoundError" and canonicalize_name(mod) in missing

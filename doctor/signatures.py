@@ -1,0 +1,174 @@
+"""The signature table (knowledge/signatures.yaml) and the one matcher that serves its three
+contexts: an import's error (the imports probe), a console log (triage), and an error text a probe
+or a dry-run step captured (vLLM's registry child, the Ray smoke). A hit is a finding from
+knowledge/findings.yaml with the matching lines as evidence."""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import re
+
+from doctor import knowledge
+from doctor.findings import Finding, make
+
+MAX_EVIDENCE = 8
+
+
+@functools.lru_cache(maxsize=None)
+def spec() -> dict:
+    raw = knowledge.load("triage")
+    sigs = [{**s, "fatal": s.get("fatal", True), "rx": re.compile(s["pattern"])}
+            for s in knowledge.load("signatures") if "log" in s["contexts"]]
+    return {
+        "prefixes": [re.compile(p) for p in raw["line_prefixes"]],
+        # the same prefixes for a whole text: at each line start, never across a newline
+        "leading": re.compile("^(?:" + "|".join("(?:" + p.replace(r"\s", r"[ \t]").lstrip("^") + ")"
+                                                  for p in raw["line_prefixes"][1:]) + ")+", re.M),
+        "completion": list(raw["completion_markers"]),
+        "benign": re.compile("|".join(f"(?:{b['pattern']})" for b in raw.get("benign_lines", [])) or "(?!)"),
+        # re.M: the same patterns serve one line and the whole joined text
+        "markers": [(m["name"], re.compile(m["pattern"], re.M)) for m in raw["failure_markers"]],
+        "signatures": sigs,
+        "versions": [(v.get("dist"), re.compile(v["pattern"])) for v in raw.get("log_versions", [])],
+    }
+
+
+def clean_lines(text: str, sp: dict) -> list[str]:
+    """The log's lines without ANSI codes and the prefixes Ray, docker compose and torch.distributed
+    put before them — done on the whole text at once (C speed), the same as line by line."""
+    text = text.replace("\r\n", "\n")
+    ansi, *_ = sp["prefixes"]
+    if "[" in text:
+        text = ansi.sub("", text)
+    text = sp["leading"].sub("", text)  # one pass: `(?:p1|p2|p3)+` also takes a Ray prefix after a compose one
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [ln.rstrip("\r") for ln in lines]
+
+
+def short(text: str, n: int = 240) -> str:
+    text = text.strip()
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+class Text:
+    """The cleaned lines joined once, with each line's offset: one C-speed scan per pattern."""
+
+    def __init__(self, lines: list[str]):
+        self._bisect = bisect.bisect_right
+        self.text = "\n".join(lines)
+        self.offsets = [0]
+        pos = self.text.find("\n")
+        while pos != -1:
+            self.offsets.append(pos + 1)
+            pos = self.text.find("\n", pos + 1)
+
+    def matching(self, rx: re.Pattern, start: int = 0):
+        """(line index, match) for the first match of rx on each line from `start` on."""
+        last = -1
+        for m in rx.finditer(self.text, self.offsets[start] if start < len(self.offsets) else len(self.text)):
+            i = self._bisect(self.offsets, m.start()) - 1
+            if i != last:
+                last = i
+                yield i, m
+
+
+_LAST_SCAN: list = [None, None]   # (the lines, their Text): one log is triaged at a time
+
+
+def scan(lines: list[str]) -> Text:
+    if _LAST_SCAN[0] is not lines:
+        _LAST_SCAN[:] = [lines, Text(lines)]
+    return _LAST_SCAN[1]
+
+
+def match(lines: list[str], region, sigs: list[dict]) -> list[dict]:
+    """One hit per finding ID (in signature order), with every matching line. A line belongs to the
+    first signature that matches it (the table's order: specific before generic)."""
+    allowed = set(region)
+    start = min(allowed) if allowed else len(lines)
+    text = scan(lines)
+    owner: dict[int, tuple[int, dict, re.Match]] = {}
+    for order, sig in enumerate(sigs):
+        for i, m in text.matching(sig["rx"], start):
+            if i in allowed and i not in owner:
+                owner[i] = (order, sig, m)
+    hits: dict[str, dict] = {}
+    for i in sorted(owner):
+        order, sig, m = owner[i]
+        h = hits.setdefault(sig["id"], {"sig": sig, "lines": [], "groups": {}, "order": order})
+        h["lines"].append(i)
+        for k, v in m.groupdict().items():
+            if v is not None:
+                h["groups"].setdefault(k, v)
+    return sorted(hits.values(), key=lambda h: h["order"])
+
+
+def evidence(lines: list[str], idx: list[int], prefix: str = "") -> list[str]:
+    ev = [f"{prefix}line {i + 1}: {short(lines[i])}" for i in idx[:MAX_EVIDENCE]]
+    if len(idx) > MAX_EVIDENCE:
+        ev.append(f"{prefix}… {len(idx) - MAX_EVIDENCE} more matching lines")
+    return ev
+
+
+class SafeFormat(dict):
+    def __missing__(self, key):
+        return "{" + key + "}"
+
+
+def findings_for(hits: list[dict], lines: list[str], then: list[dict] | None = None,
+              severity: str | None = None, python: str = "python", known: dict | None = None) -> list[Finding]:
+    out = []
+    for n, h in enumerate(hits):
+        sig = h["sig"]
+        groups = SafeFormat(h["groups"])
+        defaults = {k: v.format_map(groups) if isinstance(v, str) and "{" in v else v
+                    for k, v in (sig.get("params") or {}).items()}
+        params = {**defaults, **(known or {}), "python": python, "message": short(lines[h["lines"][0]], 160),
+                  **h["groups"]}
+        ev = evidence(lines, h["lines"])
+        if n == 0 and then:
+            for s in then:
+                ev += evidence(lines, s["lines"], prefix=f"then ({s['sig']['id']}) ")
+        ev.append(f"signature: {sig['source']}")
+        out.append(make(sig["id"], ev, severity=severity, **params))
+    return out
+
+
+def causes_in_text(text: str, python: str = "python", **known) -> list[Finding]:
+    """The causes the signature table names in one error text (an exception, a traceback from a
+    step of the dry run): its fatal root causes, else its symptoms; nothing when none is known.
+    `known` are facts the caller has (verl's version) in place of a signature's placeholders."""
+    sp = spec()
+    lines = clean_lines(text, sp)
+    hits = match(lines, range(len(lines)), [s for s in sp["signatures"] if s.get("fatal")])
+    causes = [h for h in hits if not h["sig"].get("symptom")]
+    return findings_for(causes or hits, lines, then=[h for h in hits if h["sig"].get("symptom")] if causes else None,
+                     severity="error", python=python, known=known)
+
+
+@functools.lru_cache(maxsize=None)
+def _import_signatures() -> list[tuple[str, re.Pattern, str]]:
+    return [(s["id"], re.compile(s["pattern"]), s["source"]) for s in knowledge.load("signatures")
+            if "import" in s["contexts"]]
+
+
+def classify(message: str) -> str | None:
+    """The finding ID an import's error message proves; None if unknown."""
+    for fid, rx, _ in _import_signatures():
+        if rx.search(message):
+            return fid
+    return None
+
+
+def cause_of(text: str, python: str, facts: dict | None = None, **known) -> Finding | None:
+    """The root cause the signature table (its log entries) names in an error text that a probe
+    captured — vLLM's registry child's stderr, the Ray smoke's error and logs, a dry-run step's
+    exception — or None. The caller lists its own finding under it (caused_by). The installed
+    versions (facts) fill the finding's {protobuf}, {ray}, … instead of the table's defaults."""
+    if facts and facts.get("distributions"):
+        known = {**{n.replace("-", "_"): d["version"] for n, d in facts["distributions"].items()}, **known}
+    causes = causes_in_text(text, python, **known) if text.strip() else []
+    return causes[0] if causes else None
