@@ -168,7 +168,7 @@ def dispatch(prog: str, parser: argparse.ArgumentParser, argv, handlers: dict[st
         print(f"{prog}: broken knowledge data: {exc}", file=sys.stderr)
         return ExitCode.INCOMPLETE
     except KeyboardInterrupt:
-        from doctor.probes import interrupt_running
+        from doctor.probes import interrupt_running  # lazy: only on Ctrl-C; `doctor --help` stays fast
 
         interrupt_running()  # whatever probe still runs (a lint compose, a cluster probe) stops too
         print(f"{prog}: interrupted", file=sys.stderr)

@@ -103,3 +103,100 @@ def test_a_rule_module_that_imports_a_probe_is_caught(tmp_path):
     (bad / "x.py").write_text("import subprocess\nfrom doctor.probes import run_target_probe\n")
     found = impure([bad / "x.py"])
     assert len(found) == 2 and "imports subprocess" in found[0] and "imports doctor.probes" in found[1]
+
+
+# -- layers ------------------------------------------------------------------------------------
+# docs/architecture.md draws these. A module may import its own layer and the layers below it,
+# never one above; rules/ (layer 2) imports only layers 0-1 and other rules. Longest prefix wins.
+LAYERS: dict[str, int] = {
+    # 0 base: errors, exit codes, uv, where the shipped folders are, the knowledge data, typed facts
+    "doctor": 0, "doctor.errors": 0, "doctor.results": 0, "doctor.uv": 0, "doctor.paths": 0, "doctor.knowledge": 0,
+    "doctor.units": 0, "doctor.facts": 0, "doctor.processes": 0,
+    # 1 domain: findings, the installed distributions, stacks, the known-good set, signatures, logs
+    "doctor.findings": 1, "doctor.dists": 1, "doctor.lockfiles": 1, "doctor.stacks": 1, "doctor.reference": 1,
+    "doctor.signatures": 1, "doctor.logparse": 1,
+    # 2 rules: pure functions from facts to findings
+    "doctor.rules": 2,
+    # 3 services: probes, the engine, fixes, triage, recipes, container, bundle
+    "doctor.probes": 3, "doctor.cache": 3, "doctor.engine": 3, "doctor.triage": 3, "doctor.lockfiles.compile": 3,
+    "doctor.fixes": 3, "doctor.recipes": 3, "doctor.container": 3, "doctor.bundle": 3, "doctor.target": 3,
+    "doctor.emitters": 3,
+    # 4 top: what the user runs and sees
+    "doctor.report": 4, "doctor.commands": 4, "doctor.cli": 4, "doctor.__main__": 4, "doctor.recipes.cli": 4,
+}
+
+
+def layer_of(module: str) -> int | None:
+    best = max((p for p in LAYERS if module == p or module.startswith(p + ".")), key=len, default=None)
+    return LAYERS[best] if best is not None else None
+
+
+def module_of(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def layer_violations(paths: list[Path]) -> list[str]:
+    bad = []
+    for p in paths:
+        src = module_of(p)
+        own = layer_of(src)
+        if own is None:
+            bad.append(f"{where(p, 1)}: {src} has no layer (add it to LAYERS and docs/architecture.md)")
+            continue
+        for mod, names, line in imports(p):  # every import, function-local ones too
+            if not mod.startswith("doctor"):
+                continue
+            targets = [f"{mod}.{n}" if layer_of(f"{mod}.{n}") is not None and (PKG.parent / f"{mod}.{n}".replace(".", "/")).with_suffix(".py").exists()
+                       or (PKG.parent / f"{mod}.{n}".replace(".", "/")).is_dir() else mod for n in names or [""]]
+            for t in dict.fromkeys(targets):
+                lt = layer_of(t)
+                if lt is None:
+                    continue
+                if lt > own:
+                    bad.append(f"{where(p, line)}: {src} (layer {own}) imports {t} (layer {lt})")
+                elif own == 2 and lt == 2 and not t.startswith("doctor.rules"):
+                    bad.append(f"{where(p, line)}: rules import {t}")
+    return bad
+
+
+def test_layers_hold_at_any_depth():
+    bad = layer_violations([p for p in PKG.rglob("*.py") if "scripts" not in p.parts and "_shipped" not in p.parts])
+    assert not bad, "imports against the layers of docs/architecture.md:\n" + "\n".join(bad)
+
+
+def test_an_upward_import_inside_a_function_is_caught(tmp_path):
+    fake = PKG / "rules" / "_layer_probe_tmp.py"
+    fake.write_text("def f():\n    from doctor.triage import triage_text\n    return triage_text\n")
+    try:
+        bad = layer_violations([fake])
+    finally:
+        fake.unlink()
+    assert len(bad) == 1 and "imports doctor.triage (layer 3)" in bad[0]
+
+
+def _function_local_doctor_imports() -> tuple[int, list[tuple[Path, int, str]]]:
+    total, local = 0, []
+    for p in PKG.rglob("*.py"):
+        if "scripts" in p.parts or "_shipped" in p.parts:
+            continue
+        lines = p.read_text().splitlines()
+        tree = ast.parse("\n".join(lines))
+        for fn in [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]:
+            for node in ast.walk(fn):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("doctor"):
+                    local.append((p, node.lineno, lines[node.lineno - 1]))
+                elif isinstance(node, ast.Import) and any(a.name.startswith("doctor") for a in node.names):
+                    local.append((p, node.lineno, lines[node.lineno - 1]))
+        total += sum(1 for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("doctor")
+                     or isinstance(n, ast.Import) and any(a.name.startswith("doctor") for a in n.names))
+    return total, sorted(set(local))
+
+
+def test_function_local_imports_are_few_and_say_why():
+    """The graph is read at the top of each file: a doctor.* import inside a function is the
+    exception (start-up time, a registration loop), at most 15 %, each with its reason on the line."""
+    total, local = _function_local_doctor_imports()
+    assert total and len(local) / total <= 0.15, f"{len(local)} of {total} doctor.* imports sit inside functions"
+    unexplained = [f"{where(p, n)}: {text.strip()}" for p, n, text in local if "#" not in text]
+    assert not unexplained, "a function-local import says why on its line:\n" + "\n".join(unexplained)

@@ -14,7 +14,7 @@ from doctor.report.json_report import to_document
 from doctor.target import resolve_python
 from doctor.uv import runnable
 from doctor.recipes import catalog
-from doctor.recipes.run import trainer_command
+from doctor.recipes.launch import trainer_command
 
 
 def run_bundle(args) -> int:

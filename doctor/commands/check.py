@@ -16,7 +16,7 @@ from doctor.report import text
 from doctor.results import Check, Status
 from doctor.rules.gpu import recipe_gpus
 from doctor.recipes.catalog import resolve
-from doctor.recipes.run import dry_run
+from doctor.recipes.preflight import dry_run
 from doctor.report.html_report import check_output_path
 from doctor.recipes.catalog import load as load_recipe
 from doctor.recipes.lint import lint_recipe

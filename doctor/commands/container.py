@@ -7,6 +7,7 @@ from doctor.uv import runnable
 import json
 import sys
 from doctor import container as containers
+from doctor.report.marks import symbol
 
 
 
@@ -45,7 +46,7 @@ def run_container(args) -> int:
             print(f"{mark}  {res['image']}: doctor check exit {res['check_exit_code']}, "
                   f"{len(res['errors'])} error(s), {len(res['warnings'])} warning(s)")
             for i in res["errors"]:
-                print(f"  ✗ {i}")
+                print(f"  {symbol('error', sys.stdout)} {i}")
             for i in res["explained_by_host"]:
                 print(f"  - {i} (explained by the host: no GPU here)")
             for n in res["notes"]:

@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
+
+from doctor.processes import stop_group
 from doctor import knowledge
 
 SCRIPTS = Path(__file__).parent / "scripts"
@@ -125,7 +127,7 @@ def run_target_probe(probe: TargetProbe, python: str, scale: float = 1.0) -> Pro
     try:
         out, err = proc.communicate(timeout=budget)
     except subprocess.TimeoutExpired:
-        _kill_group(proc)
+        stop_group(proc)
         return ProbeResult(probe.name, False, error=f"timed out after {budget:.0f} s (killed)", seconds=time.perf_counter() - t0)
     finally:
         with _RUNNING_LOCK:
@@ -158,15 +160,7 @@ def interrupt_running(grace_s: float = 10.0) -> None:
         try:
             proc.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            _kill_group(proc)
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    proc.wait()
+            stop_group(proc)
 
 
 def run_local_probe(name: str, fn: Callable[[], dict], budget_s: float) -> ProbeResult:

@@ -53,9 +53,9 @@ HANDLERS = {
     "list": "doctor.recipes.catalog:run",
     "show": "doctor.recipes.catalog:run",
     "data": "doctor.recipes.catalog:run",
-    "lint": "doctor.recipes.lint:run_lint",
-    "run": "doctor.recipes.run:run_recipe",
-    "report": "doctor.recipes.report:run_report",
+    "lint": "doctor.commands.recipes:run_lint",
+    "run": "doctor.commands.recipes:run_recipe",
+    "report": "doctor.commands.recipes:run_report",
 }
 
 

@@ -16,7 +16,6 @@ from typing import Callable
 from doctor import knowledge
 from doctor.probes import ProbeResult, TargetProbe, run_target_probe
 from doctor.rules.dryrun import epochs_decide
-from doctor.report.text import render_finding
 
 SCRIPTS = Path(__file__).parent / "scripts"
 
@@ -129,36 +128,3 @@ def next_on_gpu(dry: dict) -> str | None:
                                                           tp=nxt.get("tp"))
 
 
-def render_text(dry: dict, findings: list, recipe: str, python: str, out=None) -> None:
-    import sys
-
-    from rich.console import Console
-    from rich.markup import escape
-
-    console = Console(file=out or sys.stdout, highlight=False, soft_wrap=True)
-    console.print(f"[bold]recipes run {escape(recipe)} --dry-run[/] · verl {dry.get('verl') or '?'} in {escape(python)}")
-    if dry.get("stand_in_for"):
-        console.print(f"  [dim]{escape(str(dry['stand_in_for']))} is not on this machine: the tokenizer and model config "
-                      "are a tiny Qwen2 stand-in written by the target's transformers[/]")
-    if not dry.get("steps"):
-        console.print(f"[bold yellow]the dry run could not run:[/] {escape(str(dry.get('error')))}")
-        return
-    marks = {"ok": "[green]✓[/]", "failed": "[red]✗[/]", "running": "[yellow]…[/]"}
-    for s in dry["steps"]:
-        summary = step_summary(s)
-        console.print(f"  {marks.get(s['status'], '?')} {s['seconds']:6.1f} s  {escape(s['title'])}"
-                      + (f"[dim] — {escape(summary)}[/]" if summary else ""))
-    reached = {s["name"] for s in dry["steps"]}
-    if any(s["status"] == "failed" for s in dry["steps"]):
-        rest = [k["title"] for k in steps_known() if k["id"] not in reached and not k.get("optional")
-                and k["id"] != "stand-in"]
-        if rest:
-            console.print(f"  [dim]-          not reached: {escape('; '.join(rest))}[/]")
-    for f in findings:
-        render_finding(console, f)
-    nxt = next_on_gpu(dry)
-    if dry.get("ok"):
-        console.print(f"\n[bold green]the trainer's CPU path passes[/] ({dry.get('seconds')} s); next, on a GPU: {escape(nxt or '?')}")
-    else:
-        failed = [s for s in dry["steps"] if s["status"] == "failed"]
-        console.print(f"\n[bold red]the trainer fails on CPU[/] at: {escape(failed[0]['title'] if failed else '?')}")

@@ -5,7 +5,6 @@ config, inside the target interpreter (scripts/compose.py), then run the config 
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,12 +14,8 @@ from doctor.findings import Finding
 from doctor.results import Check
 from doctor.probes import TargetProbe, run_target_probe
 from doctor.rules.config import ConfigContext, evaluate_config, get, override_map, unknown_key_replacement
-from doctor.results import ExitCode
 from doctor.recipes.catalog import model_config
 from doctor.recipes.catalog import load, resolve
-from doctor.report.text import render_check, render_finding
-from doctor.recipes.catalog import read_overrides_file
-from doctor.target import resolve_python
 
 SCRIPTS = Path(__file__).parent / "scripts"
 COMPOSE_BUDGET_S = 120
@@ -76,28 +71,6 @@ def lint_recipe(python: str, name: str, extra: list[str] | None = None, quick: b
     return lint_overrides(python, res["overrides"] + list(extra or []), f"recipe {recipe['name']}", res["model_path"])
 
 
-def render_text(r: LintResult, out=None) -> None:
-    from rich.console import Console
-    from rich.markup import escape
-
-    console = Console(file=out or sys.stdout, highlight=False, soft_wrap=True)
-    c = r.compose
-    console.print(f"[bold]recipes lint[/] · {escape(r.source)} · verl {c.get('verl')} (Hydra {c.get('hydra')}) "
-                  f"in {escape(r.python)}")
-    console.print(f"  [dim]composed with {escape(str(c.get('config_dir')))}/ppo_trainer.yaml, "
-                  f"{len(r.overrides)} override(s)[/]")
-    by_id: dict[str, list[Finding]] = {}
-    for f in r.findings:
-        by_id.setdefault(f.id, []).append(f)
-    for chk in r.checks:
-        render_check(console, chk)
-        for fid in chk.ids:
-            for f in by_id.pop(fid, []):
-                render_finding(console, f)
-    errors = sum(f.severity == "error" for f in r.findings)
-    warnings = sum(f.severity == "warning" for f in r.findings)
-    colour = "red" if errors else "yellow" if warnings else "green"
-    console.print(f"\n[bold {colour}]{errors} error(s), {warnings} warning(s)[/]")
 
 
 def fixed_overrides(r: LintResult) -> tuple[list[str], list[dict]]:
@@ -139,42 +112,5 @@ def write_fixed(r: LintResult, path: str) -> tuple[Path, list[dict]]:
     return out, changes
 
 
-def run_lint(args) -> int:
-    if not args.name and not args.overrides_file:
-        raise UsageError("give a recipe NAME (or YAML file) and/or --overrides-file F")
-    if getattr(args, "write_fixed", None) and Path(args.write_fixed).exists():  # before the compose
-        raise UsageError(f"--write-fixed {args.write_fixed}: it exists; name a new file (the doctor never overwrites one)")
-    extra = read_overrides_file(args.overrides_file) if args.overrides_file else []
-    python = resolve_python(args.python)
-    if args.name:
-        result = lint_recipe(python, args.name, extra)
-        if args.overrides_file:
-            result.source += f" + {args.overrides_file}"
-    else:
-        if not extra:
-            raise UsageError(f"--overrides-file {args.overrides_file}: no overrides in it")
-        result = lint_overrides(python, extra, args.overrides_file)
-    if getattr(args, "write_fixed", None):
-        return _write_fixed_and_relint(result, python, args)
-    if args.json:
-        sys.stdout.write(json.dumps(result.to_dict(), indent=1, default=str) + "\n")
-    else:
-        render_text(result)
-    return ExitCode.PROBLEMS if any(f.severity == "error" for f in result.findings) else ExitCode.OK
 
 
-def _write_fixed_and_relint(result: LintResult, python: str, args) -> int:
-    """--write-fixed: write the fixed overrides, then lint that file alone (a real compose again)."""
-    path, changes = write_fixed(result, args.write_fixed)
-    again = lint_overrides(python, read_overrides_file(str(path)), str(path))
-    if args.json:
-        doc = {"written": str(path), "changes": changes, "before": result.to_dict(), "after": again.to_dict()}
-        sys.stdout.write(json.dumps(doc, indent=1, default=str) + "\n")
-    else:
-        render_text(result)
-        print(f"\nwrote {path}: {len(changes)} override(s) changed")
-        for c in changes:
-            print(f"  {c['override']}  →  {c['replacement'] or '(dropped)'}")
-        print(f"\nre-lint of {path} alone:")
-        render_text(again)
-    return ExitCode.PROBLEMS if any(f.severity == "error" for f in again.findings) else ExitCode.OK

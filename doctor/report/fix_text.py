@@ -5,6 +5,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.markup import escape
 
+from doctor.report.marks import mark_for
+
 from doctor.fixes.session import HOST_FACT_PREFIXES
 from doctor.uv import runnable
 
@@ -41,7 +43,7 @@ def render_plan(console: Console, plan, result, stack_how: str) -> None:
     if plan.manual:
         console.print("\n[bold]Manual steps[/] (doctor fix does not do these)")
         for m in plan.manual:
-            mark, colour = ("✗", "red") if m["severity"] == "error" else ("!", "yellow")
+            mark, colour = mark_for("error" if m["severity"] == "error" else "warning", console.encoding)
             console.print(f"  [{colour}]{mark} {escape(m['id'])}[/]: {escape(m['title'])}")
             console.print(f"      fix: {escape(m['summary'])}")
             if m.get("why", "").startswith("a sync to"):
@@ -65,22 +67,24 @@ class TextUI:
         render_plan(self.out, plan, result, stack_how)
 
     def plan_failed(self, reason: str) -> None:
-        self.out.print(f"\n[bold red]✗ the plan cannot be applied[/]: {escape(reason)}\n  nothing was changed")
+        x = mark_for("error", self.out.encoding)[0]
+        self.out.print(f"\n[bold red]{x} the plan cannot be applied[/]: {escape(reason)}\n  nothing was changed")
 
     def recheck_failed(self, reason: str, after, ids: set[str]) -> None:
-        self.out.print(f"\n[bold red]✗ the re-check failed[/]: {escape(reason)}")
+        self.out.print(f"\n[bold red]{mark_for('error', self.out.encoding)[0]} the re-check failed[/]: {escape(reason)}")
         for f in after.findings:
             if f.id in ids:
-                self.out.print(f"    [red]✗ {escape(f.id)}[/]: {escape(f.title)}")
+                self.out.print(f"    [red]{mark_for('error', self.out.encoding)[0]} {escape(f.id)}[/]: {escape(f.title)}")
                 for e in f.evidence[:4]:
                     self.out.print(f"        [dim]{escape(e)}[/]")
 
     def fixed(self, fixed: list[str], remaining: list, doc: dict, snap_id: str) -> None:
         t = doc["timings"]
-        self.out.print(f"\n[bold green]✓ fixed[/]: {escape(', '.join(fixed) or 'nothing left to fix')} "
+        ok = mark_for("ok", self.out.encoding)[0]
+        self.out.print(f"\n[bold green]{ok} fixed[/]: {escape(', '.join(fixed) or 'nothing left to fix')} "
                        f"[dim](apply {t['apply_s']:.1f} s, re-check {t['recheck_s']:.1f} s)[/]")
         for f in remaining:
-            mark, colour = ("✗", "red") if f.severity == "error" else ("!", "yellow")
+            mark, colour = mark_for("error" if f.severity == "error" else "warning", self.out.encoding)
             note = " (host fact, not the env)" if f.id.startswith(HOST_FACT_PREFIXES) else ""
             self.out.print(f"  still reported: [{colour}]{mark} {escape(f.id)}[/]{note}: {escape(f.title)}")
         self.out.print(f"  undo with: {escape(runnable(f'doctor rollback {snap_id}'))}")

@@ -17,7 +17,8 @@ from pathlib import Path
 from doctor import __version__
 from doctor.errors import UsageError
 from doctor.report.json_report import to_document
-from doctor.report.text import AREA_TITLES, MARK
+from doctor.report.marks import MARK
+from doctor.report.text import AREA_TITLES
 
 GENERATOR = "verl-doctor check --html"
 # The distributions a reader of a verl PPO bug report asks for first, in that order.

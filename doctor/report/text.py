@@ -5,10 +5,9 @@ from __future__ import annotations
 from rich.console import Console
 from rich.markup import escape
 
+from doctor.report.marks import mark_for
 from doctor.uv import runnable
 
-MARK = {"ok": ("✓", "green"), "info": ("i", "cyan"), "warning": ("!", "yellow"), "error": ("✗", "red"),
-        "skipped": ("-", "dim"), "crash": ("‼", "magenta")}
 AREA_TITLES = {
     "stack": "Stack", "versions": "Versions", "python": "Python env", "packages": "Packages",
     "imports": "Imports", "vllm": "vLLM", "attention": "Attention kernels", "gpu": "GPU",
@@ -90,17 +89,9 @@ def _rest_line(console: Console, checks) -> str:
     return " · ".join(parts)
 
 
-ASCII_MARK = {"ok": "ok", "info": "i", "warning": "!", "error": "X", "skipped": "-", "crash": "!!"}
-
-
 def mark_of(console: Console, status: str) -> tuple[str, str]:
     """The mark of a status and its colour; ASCII marks where the output cannot encode ✓/✗."""
-    mark, colour = MARK[status]
-    try:
-        mark.encode(console.encoding or "utf-8")
-    except (UnicodeEncodeError, LookupError):
-        mark = ASCII_MARK[status]
-    return mark, colour
+    return mark_for(status, console.encoding)
 
 
 def render_check(console: Console, c) -> None:
@@ -132,14 +123,15 @@ def render_triage(t, console: Console | None = None, python: str | None = None) 
     if python and t.failed:
         console.print(f"[dim]fix commands are for {escape(python)} (--python PATH names the training env)[/]")
     if t.status == "completed":
-        console.print("[green]✓ the run completed (Final validation metrics printed): nothing to blame[/]")
+        console.print(f"[green]{mark_of(console, 'ok')[0]} the run completed (Final validation metrics printed): nothing to blame[/]")
         return
     if not t.failed:
-        console.print("[green]✓ no failure in this log[/] [dim](no traceback, error line or non-zero exit"
+        console.print(f"[green]{mark_of(console, 'ok')[0]} no failure in this log[/] [dim](no traceback, error line or non-zero exit"
                       + (" after the last training step" if t.last_step is not None else "") + ")[/]")
         return
     f0 = t.failure
-    console.print("[red]✗ the run failed[/]" + (f" [dim]({f0['marker']} at line {f0['line']})[/]" if f0 else ""))
+    x = mark_of(console, "error")[0]
+    console.print(f"[red]{x} the run failed[/]" + (f" [dim]({f0['marker']} at line {f0['line']})[/]" if f0 else ""))
     if getattr(t, "differs", None):
         console.print(f"  [yellow]this log's stack is not the locked set:[/] {escape(', '.join(t.differs))} — the fixes "
                       "name the log's own versions and pin no lockfile; to move to the locked set instead, sync a venv "

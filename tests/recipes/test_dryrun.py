@@ -22,7 +22,8 @@ import pytest
 
 from conftest import DATA, REPO, envs, recipe_variant, run_doctor
 from processes import cmdline, descendants, left_alive
-from doctor.recipes.dryrun import render_text, steps_known
+from doctor.recipes.dryrun import steps_known
+from doctor.report.recipes_text import render_dry_run as render_text
 from doctor.rules.dryrun import evaluate_dry_run
 
 RECORDED = json.loads((DATA / "dryrun" / "working-gsm8k-2xA100.json").read_text())

@@ -328,7 +328,7 @@ def test_ctrl_c_kills_only_the_trainers_process_group(tmp_path):
 def test_the_gpu_preflight_counts_what_the_job_asks_against_what_it_sees():
     """gsm8k-2xA100 on a 1-GPU machine (the H200's recorded NVML facts, a named test double):
     the preflight stops with the GPU count, taken from the composed config, before anything starts."""
-    from doctor.recipes import run
+    from doctor.recipes import preflight as run
 
     h200 = json.loads((DATA / "h200-gpu-facts.json").read_text())["idle"]
     recipe = catalog.load("gsm8k-2xA100")

@@ -155,7 +155,7 @@ def test_stdin_and_bad_input(tmp_path):
 def test_one_step_grammar_for_triage_report_and_run(line, step, tmp_path):
     """triage, `recipes report` and `recipes run` read step lines with one function."""
     from doctor import logparse
-    from doctor.recipes import run
+    from doctor.recipes import launch as run
     from doctor.triage import triage_text
 
     got = logparse.parse_step(line)

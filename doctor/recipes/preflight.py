@@ -1,0 +1,224 @@
+"""`recipes run`'s preflight (each failure is one line with its fix): `doctor check` of the target has
+no errors; the recipe's config lints clean on the installed verl; NVML shows the recipe's GPU count
+and memory; the model directory exists, is the expected architecture, has all its weight files and
+its tokenizer loads in the target; the data files have verl's columns (pyarrow, in the target); the
+trainer's own path on CPU (the dry run) passes."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+
+from doctor import knowledge
+from doctor.engine import run_check
+from doctor.errors import UsageError
+from doctor.probes import TargetProbe, run_target_probe
+from doctor.recipes import catalog
+from doctor.recipes.dryrun import next_on_gpu, run_dry_run
+from doctor.recipes.lint import lint_recipe
+from doctor.rules.dryrun import evaluate_dry_run
+from doctor.rules.gpu import recipe_gpus
+from doctor.uv import runnable
+
+SCRIPTS = Path(__file__).parent / "scripts"
+
+
+@dataclass
+class PreflightCheck:
+    name: str
+    ok: bool
+    line: str
+    fix: str | None = None
+
+
+def _gpu_check(gpu: dict, hw: dict, recipe_name: str, config: dict | None = None,
+               environ: dict | None = None) -> PreflightCheck:
+    """Enough GPUs for the run, as the job will see them (rules/gpu.py recipe_gpus)."""
+    findings, seen = recipe_gpus(gpu, dict(os.environ if environ is None else environ), hw, recipe_name, config)
+    if findings:
+        return PreflightCheck("GPUs", False, findings[0].title, findings[0].fix.summary)
+    return PreflightCheck("GPUs", True, seen)
+
+
+def safetensors_problem(path: Path) -> str | None:
+    """Why a .safetensors file is not whole, or None. The format is an 8-byte little-endian header
+    length, a JSON header whose tensors' data_offsets end where the file must end: an interrupted
+    download is shorter than that (read from the header alone, no tensor is loaded)."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as fh:
+            head = fh.read(8)
+            if len(head) < 8:
+                return f"{path.name}: {size} bytes, shorter than a safetensors header"
+            n = int.from_bytes(head, "little")
+            if n > min(size - 8, 100 << 20):
+                return f"{path.name}: header length {n} does not fit in {size} bytes"
+            header = json.loads(fh.read(n))
+    except (OSError, ValueError) as exc:
+        return f"{path.name}: unreadable safetensors header ({exc.__class__.__name__})"
+    ends = [t["data_offsets"][1] for k, t in header.items() if k != "__metadata__" and isinstance(t, dict)]
+    want = 8 + n + max(ends, default=0)
+    if size < want:
+        return f"{path.name}: {size} bytes, its header needs {want} (truncated download?)"
+    return None
+
+
+def _weights_complete(d: Path) -> tuple[bool, str]:
+    for index_name in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
+        idx = d / index_name
+        if idx.is_file():
+            try:
+                files = sorted(set(json.loads(idx.read_text())["weight_map"].values()))
+            except (OSError, ValueError, KeyError) as exc:
+                return False, f"{index_name} is unreadable ({exc})"
+            missing = [f for f in files if not (d / f).is_file() or (d / f).stat().st_size == 0]
+            if missing:
+                return False, f"{index_name} lists {len(files)} shard(s); missing or empty: {', '.join(missing[:4])}"
+            broken = [why for f in files if f.endswith(".safetensors") and (why := safetensors_problem(d / f))]
+            if broken:
+                return False, "; ".join(broken[:3])
+            return True, f"{len(files)} shard(s) from {index_name}"
+    for single in ("model.safetensors", "pytorch_model.bin"):
+        if (d / single).is_file() and (d / single).stat().st_size > 0:
+            why = safetensors_problem(d / single) if single.endswith(".safetensors") else None
+            return (False, why) if why else (True, single)
+    return False, "no model.safetensors, pytorch_model.bin or shard index"
+
+
+def _model_checks(recipe: dict, res: dict) -> list[PreflightCheck]:
+    m = recipe["model"]
+    path = res["model_path"]
+    dl = (f"huggingface-cli download {m['id']} --local-dir {m.get('path') or '~/models/' + m['id'].split('/')[-1]}"
+          if m.get("id") else "put the model there")
+    if not res["model_local"]:
+        return [PreflightCheck("model", False, f"model {m.get('id') or m.get('path')} is not on this machine "
+                      f"(looked in {m.get('path')}, the Hugging Face cache, $VERL_DOCTOR_MODEL_PATH)", dl)]
+    d = Path(path)
+    out = []
+    try:
+        arch = json.loads((d / "config.json").read_text()).get("architectures") or []
+    except (OSError, ValueError) as exc:
+        return [PreflightCheck("model", False, f"{d}/config.json is unreadable ({exc})", dl)]
+    want = m.get("architecture")
+    if want and want not in arch:
+        out.append(PreflightCheck("model", False, f"{d} is {', '.join(arch) or 'no architecture'}, the recipe expects {want}",
+                         f"point the recipe (or VERL_DOCTOR_MODEL_PATH) at a {want} checkpoint"))
+    else:
+        out.append(PreflightCheck("model", True, f"{d} ({', '.join(arch)})"))
+    ok, detail = _weights_complete(d)
+    out.append(PreflightCheck("weights", ok, f"{d}: {detail}", None if ok else f"re-download: {dl}"))
+    return out
+
+
+def _target_preflight(python: str, model_path: str | None, files: dict) -> dict:
+    columns = knowledge.load("config_rules")["dataset_columns"]
+    arg = json.dumps({"model_path": model_path, "files": files, "columns": columns})
+    probe = TargetProbe("preflight", ("preflight.py",), 120, False, args=lambda: [arg], script_dir=SCRIPTS)
+    r = run_target_probe(probe, python)
+    return (r.data or {}) if r.ok else {"error": r.error}
+
+
+def dry_run(recipe: dict, res: dict, python: str, show: bool = True) -> tuple[dict, list, list]:
+    """The trainer's path on CPU (recipes/dryrun.py) with live progress on stderr: (facts, findings,
+    checks). A rich status line on a terminal; otherwise one line per step as it starts."""
+    status = None
+    seen: list[str] = []
+
+    def progress(title: str, seconds: float) -> None:
+        if status is not None:
+            status.update(f"dry run: {title} ({seconds:.0f} s)")
+        elif show and (not seen or seen[-1] != title):
+            seen.append(title)
+            sys.stderr.write(f"[dry run] {seconds:5.1f} s  {title}\n")
+            sys.stderr.flush()
+
+    if show and sys.stderr.isatty():
+        status = Console(stderr=True).status("dry run: starting the target")
+        status.start()
+    try:
+        dry = run_dry_run(python, res, progress=progress)
+        dry["recipe"] = catalog.command_ref(recipe)
+    finally:
+        if status is not None:
+            status.stop()
+    findings, checks = evaluate_dry_run(dry, catalog.command_ref(recipe), python)
+    return dry, findings, checks
+
+
+def _dry_run_check(dry: dict, findings: list, recipe: dict, python: str) -> PreflightCheck:
+    if dry.get("ok"):
+        return PreflightCheck("trainer on CPU", True, f"verl's trainer path passes up to its first GPU call "
+                              f"({dry.get('seconds')} s); next: {next_on_gpu(dry)}")
+    if not dry.get("steps"):
+        return PreflightCheck("trainer on CPU", False, f"the dry run could not run: {dry.get('error')}",
+                              runnable(f"recipes run {catalog.command_ref(recipe)} --dry-run --python {python}"))
+    errors = [f for f in findings if f.severity == "error"]
+    head = errors[0] if errors else None
+    return PreflightCheck("trainer on CPU", False, head.title if head else "a step failed",
+                          (head.fix.commands[0] if head and head.fix.commands else None) or
+                          runnable(f"recipes run {catalog.command_ref(recipe)} --dry-run --python {python}"))
+
+
+def preflight(recipe: dict, res: dict, python: str, say=None, fast: bool = False) -> list[PreflightCheck]:
+    say = say or (lambda msg: None)
+    checks: list[PreflightCheck] = []
+    say("doctor check of the target …")
+    # fast (--preflight-fast): the check without its deep probes (imports, registry, Ray smoke; ~20 s
+    # cold, cached afterwards) — the GPU, model and data checks below do not need them.
+    result = run_check(python, fast=fast)
+    # GPU findings are the "GPUs" line below (with the recipe's numbers): not counted twice here.
+    errors = [f for f in result.findings if f.severity == "error" and f.area != "gpu" and not f.caused_by]
+    if errors:
+        then = runnable(f"doctor fix --python {python}") if any(f.fix.automatic for f in errors) else \
+            runnable(f"doctor explain {errors[0].id}")
+        checks.append(PreflightCheck("doctor check", False, f"{len(errors)} error(s): " +
+                            "; ".join(f"{f.id} ({f.title})" for f in errors[:4]),
+                            f"{runnable(f'doctor check --python {python}')}   # then: {then}"))
+    else:
+        checks.append(PreflightCheck("doctor check", True, f"no errors outside the GPU line ({len(result.findings)} finding(s))"))
+    say("config lint …")
+    lint = None
+    try:
+        lint = lint_recipe(python, recipe["_path"])
+        bad = [f for f in lint.findings if f.severity == "error"]
+        checks.append(PreflightCheck("config", not bad, f"verl {lint.compose.get('verl')}: " +
+                            ("; ".join(f"{f.id}: {f.title}" for f in bad) if bad else
+                             f"composes; {len(lint.findings)} warning(s)"),
+                            runnable(f"recipes lint {catalog.command_ref(recipe)} --python {python}") if bad else None))
+    except UsageError as exc:
+        checks.append(PreflightCheck("config", False, str(exc), runnable(f"doctor check --python {python}")))
+    config = lint.ctx.config if lint is not None and lint.ctx is not None else None
+    checks.insert(1, _gpu_check(result.facts.get("gpu") or {}, recipe["hardware"], recipe["name"], config))
+    checks.extend(_model_checks(recipe, res))
+    if not fast:  # the trainer's own path on CPU (~50 s on 2 cores): deep, like the check's probes
+        say("the trainer's path on CPU (dry run) …")
+        dry, dry_findings, _ = dry_run(recipe, res, python, show=False)
+        checks.append(_dry_run_check(dry, dry_findings, recipe, python))
+    say("tokenizer and data in the target …")
+    tp = _target_preflight(python, res["model_path"] if res["model_local"] else None, res["files"])
+    if "error" in tp:
+        checks.append(PreflightCheck("target", False, f"the preflight script failed in the target: {tp['error']}",
+                            runnable(f"doctor check --python {python}")))
+        return checks
+    if tp.get("tokenizer") is not None:
+        t = tp["tokenizer"]
+        checks.append(PreflightCheck("tokenizer", t["ok"], f"{t.get('class')} ({t.get('vocab')} tokens)" if t["ok"] else
+                            f"does not load from {res['model_path']}: {t.get('error')}",
+                            None if t["ok"] else "re-download the model (tokenizer files missing?) or fix transformers"))
+    for name, d in tp.get("data", {}).items():
+        path = res["files"][name]
+        if d.get("ok"):
+            checks.append(PreflightCheck(f"data:{name}", True, f"{path}: {d['rows']} rows, verl's columns"))
+        elif d.get("missing"):
+            checks.append(PreflightCheck(f"data:{name}", False, f"{path}: missing verl column(s) {', '.join(d['missing'])} "
+                                f"(has {', '.join(d['columns'])})",
+                                "preprocess it like verl's examples/data_preprocess/gsm8k.py (or recipes data gsm8k --out DIR)"))
+        else:
+            checks.append(PreflightCheck(f"data:{name}", False, f"{path}: {d.get('error')}",
+                                "recipes data gsm8k --out DIR   # a known-good copy"))
+    return checks
