@@ -27,7 +27,9 @@ def test_the_corpus_is_what_the_issue_asked_for():
     assert len(failures) >= 150 and len(families) >= 30 and len(negatives) >= 25, (len(failures), len(families))
     for c in cases():
         assert (CORPUS / c["file"]).stat().st_size > 0 and c["url"].startswith("https://"), c["file"]
-    on_disk = {str(p.relative_to(CORPUS)) for p in CORPUS.rglob("*.log")}
+    # fresh-*/ batches are first-look measurements (benchmarks/triage_batch.py), not tuned expectations
+    on_disk = {str(p.relative_to(CORPUS)) for p in CORPUS.rglob("*.log")
+               if not p.relative_to(CORPUS).parts[0].startswith("fresh-")}
     assert on_disk == {c["file"] for c in cases()}, on_disk ^ {c["file"] for c in cases()}
 
 
