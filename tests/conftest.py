@@ -70,7 +70,7 @@ def recipe_variant(tmp_path: Path, base: str, name: str, old: str, new: str) -> 
 
     from doctor.recipes import catalog
 
-    r = yaml.safe_load((catalog.PKG_RECIPES / f"{base}.yaml").read_text())
+    r = yaml.safe_load((catalog.RECIPES_DIR / f"{base}.yaml").read_text())
     r["name"] = name
     r["overrides"] = [o.replace(old, new) for o in r["overrides"]]
     f = tmp_path / f"{name}.yaml"

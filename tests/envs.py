@@ -18,8 +18,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 ROOT = Path(os.environ.get("VERL_DOCTOR_TEST_ENVS", Path.home() / ".cache" / "verl-doctor-tests"))
-LOCK_041 = REPO / "doctor" / "lockfiles" / "verl041-vllm063post1-py3.11.txt"
-LOCK_030 = REPO / "doctor" / "lockfiles" / "verl030-vllm063-py3.11.txt"
+LOCK_041 = REPO / "lockfiles" / "verl041-vllm063post1-py3.11.txt"
+LOCK_030 = REPO / "lockfiles" / "verl030-vllm063-py3.11.txt"
 EXCLUDE_NEWER = "2026-11-30T00:00:00Z"
 
 # name -> (lockfile, mutation: list of uv pip argument lists applied after the sync, why)

@@ -1,7 +1,7 @@
 """`doctor container build|verify`: the stack's lockfile as an OCI image, driven through the Docker
 Engine API (the `docker` SDK; `pip install 'verl-doctor[container]'`).
 
-Build: the context is assembled in a temporary folder (the Dockerfile beside this module, the
+Build: the context is assembled in a temporary folder (the Dockerfile of containers/, the
 lockfile, the host CA bundle, the doctor's wheel built from the installed package), the engine builds it with host
 networking and the progress is streamed to stderr. Then a container of the new image lists the
 venv's distributions, the CycloneDX SBOM is written beside it, and a one-line second build step
@@ -28,6 +28,7 @@ from pathlib import Path
 
 from doctor import __version__, knowledge
 from doctor.errors import UsageError
+from doctor.paths import FOLDERS, SHIPPED_DIR, containers_dir, folder
 from doctor.uv import uv_bin
 from doctor.knowledge import get_stack
 from doctor.lockfiles import parse_lockfile, stack_lockfile
@@ -66,7 +67,7 @@ def engine():
 
 
 # ------------------------------------------------------------------------------------ the inputs
-DOCKERFILE = Path(__file__).resolve().parent / "Dockerfile"
+DOCKERFILE = containers_dir() / "Dockerfile"     # the checkout's containers/, or the wheel's copy
 PACKAGE_DIR = Path(__file__).resolve().parents[1]   # the doctor package as installed (or checked out)
 
 
@@ -115,8 +116,10 @@ def uv_version() -> str:
 
 def doctor_project(dest: Path) -> Path:
     """A buildable project of the doctor as it is installed here: its package files (all of them:
-    code, knowledge, lockfiles, this Dockerfile) and a pyproject.toml from its own metadata. The
-    same for an editable checkout and a `pip install .` into site-packages."""
+    code, knowledge, recipe data), the project folders lockfiles/, containers/ and recipes/ as the
+    wheel ships them (doctor/_shipped/<name>, wherever doctor.paths finds them now) and a
+    pyproject.toml from its own metadata. The same for an editable checkout and a `pip install .`
+    into site-packages, so the doctor inside the image finds its locks and recipes."""
     from importlib.metadata import PackageNotFoundError, metadata
 
     try:
@@ -124,10 +127,13 @@ def doctor_project(dest: Path) -> Path:
         requires = [r for r in (meta.get_all("Requires-Dist") or []) if "extra ==" not in r]
     except PackageNotFoundError:  # run from a source tree on sys.path without installing it
         requires = []
-    files = sorted(p.relative_to(PACKAGE_DIR.parent).as_posix() for p in PACKAGE_DIR.rglob("*")
-                   if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc")
+    skip = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(PACKAGE_DIR, dest / "doctor", ignore=lambda d, names: (
+        skip(d, names) | ({SHIPPED_DIR.name} if Path(d) == PACKAGE_DIR else set())))
+    for name in FOLDERS:
+        shutil.copytree(folder(name), dest / "doctor" / SHIPPED_DIR.name / name, ignore=skip)
+    files = sorted(p.relative_to(dest).as_posix() for p in (dest / "doctor").rglob("*") if p.is_file())
     data = [f[len("doctor/"):] for f in files if not f.endswith(".py")]
-    shutil.copytree(PACKAGE_DIR, dest / "doctor", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     (dest / "pyproject.toml").write_text("\n".join([
         "[build-system]", 'requires = ["setuptools>=68", "wheel"]', 'build-backend = "setuptools.build_meta"', "",
         "[project]", 'name = "verl-doctor"', f'version = "{__version__}"', 'requires-python = ">=3.10"',

@@ -1,21 +1,20 @@
-"""Lockfiles: the shipped, hashed lockfiles of the known stacks (files of this package) and the
-parser of `uv pip compile --generate-hashes` files. Resolving new ones: lockfiles/compile.py."""
+"""Lockfiles: where the hashed lockfiles of the known stacks are (the repository's top-level
+lockfiles/, shipped in the wheel: doctor/paths.py) and the parser of `uv pip compile
+--generate-hashes` files. Resolving new ones: doctor/lockfiles/compile.py."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from doctor.errors import UsageError
-
-
-# The committed lockfiles are files of this package, so fix suggestions name a file that exists
-# after `pip install`.
-PACKAGED_LOCKFILES = Path(__file__).resolve().parent
+from doctor.paths import lockfiles_dir
 
 
 def stack_lockfile(stack_name: str, python_version: str) -> Path:
-    """The shipped lockfile of a stack for a Python version (it may not exist for that version)."""
-    return PACKAGED_LOCKFILES / f"{stack_name}-py{python_version}.txt"
+    """The committed lockfile of a stack for a Python version (it may not exist for that version):
+    the checkout's lockfiles/, or the copy shipped in the wheel, so fix suggestions name a file that
+    exists after `pip install` too."""
+    return lockfiles_dir() / f"{stack_name}-py{python_version}.txt"
 
 
 def parse_lockfile(path: Path) -> dict[str, dict]:

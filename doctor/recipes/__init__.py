@@ -1,2 +1,3 @@
-"""Recipes: known verl runs (YAML in the repository's recipes/ and shipped in doctor/recipes/data/),
-their config lint, their preflight, the run loop, and the console-log report."""
+"""Recipes: known verl runs (YAML in the repository's top-level recipes/, shipped in the wheel; the
+data they use in doctor/recipes/data/), their config lint, their preflight, the run loop, and the
+console-log report."""

@@ -1,10 +1,10 @@
 """The recipe catalog: load and validate recipe YAML, resolve its data/model paths, and the
 `recipes list|show|data` commands.
 
-The package copy (doctor/recipes/data/recipes/) is the source of truth; the repository's top-level
-recipes/ holds identical files (tests check it) so that they are easy to find and edit in a checkout.
-Lookup order for a NAME: $VERL_DOCTOR_RECIPES_DIR, the checkout's recipes/, the package copy.
-A path to a .yaml file is loaded as is."""
+The recipes are the repository's top-level recipes/ (one copy; a wheel ships it inside the
+package, doctor/paths.py finds either). The data they use (the GSM8K sample, model configs) is
+package data in doctor/recipes/data/. Lookup order for a NAME: $VERL_DOCTOR_RECIPES_DIR, then
+recipes/. A path to a .yaml file is loaded as is."""
 
 from __future__ import annotations
 
@@ -20,9 +20,10 @@ import yaml
 
 from doctor.errors import UsageError
 from doctor import knowledge
+from doctor.paths import recipes_dir
 
 PKG_DATA = Path(__file__).parent / "data"
-PKG_RECIPES = PKG_DATA / "recipes"
+RECIPES_DIR = recipes_dir()
 DATASETS: dict[str, dict[str, Any]] = {"gsm8k": {
     "dir": PKG_DATA / "gsm8k", "files": ["train.parquet", "test.parquet", "LICENSE", "SOURCE.md"],
     "train": "train.parquet", "val": "test.parquet"}}
@@ -38,7 +39,7 @@ def search_dirs() -> list[Path]:
     dirs = []
     if os.environ.get("VERL_DOCTOR_RECIPES_DIR"):
         dirs.append(Path(os.environ["VERL_DOCTOR_RECIPES_DIR"]))
-    dirs.append(PKG_RECIPES)
+    dirs.append(RECIPES_DIR)
     return dirs
 
 
@@ -186,7 +187,7 @@ def command_ref(recipe: dict) -> str:
     import shlex
 
     path = Path(recipe.get("_path") or "")
-    return recipe["name"] if path.parent == PKG_RECIPES else shlex.quote(str(path.resolve()))
+    return recipe["name"] if path.parent == RECIPES_DIR else shlex.quote(str(path.resolve()))
 
 
 def resolve_model_path(recipe: dict) -> tuple[str, bool]:

@@ -60,7 +60,7 @@ def test_the_fix_as_printed_restores_the_known_good_set(name, tmp_path):
     freeze = subprocess.run([envs.uv(), "pip", "freeze", "--python", str(py)], capture_output=True, text=True,
                             env=envs.uv_env()).stdout
     have = dict(line.split("==", 1) for line in freeze.splitlines() if "==" in line)
-    locked = {n: e["version"] for n, e in parse_lockfile(REPO / "doctor" / "lockfiles" / "verl041-vllm063post1-py3.11.txt").items()}
+    locked = {n: e["version"] for n, e in parse_lockfile(REPO / "lockfiles" / "verl041-vllm063post1-py3.11.txt").items()}
     from packaging.utils import canonicalize_name
 
     have = {canonicalize_name(k): v for k, v in have.items()}

@@ -16,7 +16,7 @@ import pytest
 
 from conftest import REPO, run_doctor
 
-LOCK = REPO / "doctor" / "lockfiles" / "verl041-vllm063post1-py3.11.txt"
+LOCK = REPO / "lockfiles" / "verl041-vllm063post1-py3.11.txt"
 BASE = os.environ.get("VERL_DOCTOR_TEST_BASE_IMAGE", "local/bookworm-minbase:1")
 TAG = "verl-doctor-test/verl041-vllm063post1:py3.11"
 TAG2 = "verl-doctor-test/verl041-vllm063post1:touched"
@@ -127,7 +127,7 @@ def _layer_of(client, tag: str, needle: str) -> str:
 def test_installed_doctor_builds_and_a_code_only_change_reuses_the_torch_layer(built, client, tmp_path):
     """`pip install .` (not editable) of a copy of the checkout with one doctor source file changed:
     that installed doctor, run from a folder with no checkout, builds the image (its Dockerfile and
-    lockfiles are package files), and only the doctor's own layer is new."""
+    lockfiles are the copies its wheel ships, doctor/_shipped/), and only the doctor's own layer is new."""
     src = tmp_path / "src"
     shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(".git", ".venv", "__pycache__", "*.egg-info",
                                                              "build", "dist", "*.cdx.json", "tests"))

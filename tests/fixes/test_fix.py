@@ -207,7 +207,7 @@ def test_failing_recheck_rolls_back(copy_of, tmp_path):
     still finds python.pkg-resources-missing (a targeted error), so the fix is rolled back."""
     py = copy_of("no-setuptools")
     broken = freeze(py)
-    good = (REPO / "doctor" / "lockfiles" / "verl041-vllm063post1-py3.11.txt").read_text()
+    good = (REPO / "lockfiles" / "verl041-vllm063post1-py3.11.txt").read_text()
     req = tmp_path / "st.in"
     req.write_text("setuptools==84.2.1\n")
     bad_pin = subprocess.run([envs.uv(), "pip", "compile", "--generate-hashes", "--no-header", "--no-annotate",

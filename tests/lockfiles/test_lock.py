@@ -13,7 +13,7 @@ pytestmark = pytest.mark.realenv
 def test_every_stack_has_hashed_lockfiles_for_its_pythons():
     for name, stack in knowledge.stacks().items():
         for py in stack["python"]:
-            text = (REPO / "doctor" / "lockfiles" / f"{name}-py{py}.txt").read_text()
+            text = (REPO / "lockfiles" / f"{name}-py{py}.txt").read_text()
             assert "--hash=sha256:" in text and "torch==2.4.0" in text
             assert "flash-attn" not in text.split("# flash-attn", 1)[0].lower().replace("flash-attn ", "")
 
@@ -23,11 +23,11 @@ def test_lock_reproduces_the_committed_file(tmp_path, stack, py):
     proc = run_doctor("lock", "--stack", stack, "--python", py, "--out", str(tmp_path), timeout=300)
     assert proc.returncode == 0, proc.stderr
     made = (tmp_path / f"{stack}-py{py}.txt").read_text()
-    assert made == (REPO / "doctor" / "lockfiles" / f"{stack}-py{py}.txt").read_text()
+    assert made == (REPO / "lockfiles" / f"{stack}-py{py}.txt").read_text()
 
 
 def test_lock_pins_the_constraints_that_make_the_stack_work():
-    text = (REPO / "doctor" / "lockfiles" / "verl041-vllm063post1-py3.11.txt").read_text()
+    text = (REPO / "lockfiles" / "verl041-vllm063post1-py3.11.txt").read_text()
     for pin in ("verl==0.4.1", "vllm==0.6.3.post1", "transformers==4.47.1", "numpy==1.26.4",
                 "setuptools==79.0.1", "tensordict==0.5.0", "ray==2.41.0", "pyarrow==20.0.0", "fsspec==2023.9.2",
                 "datasets==4.0.0"):
@@ -35,8 +35,8 @@ def test_lock_pins_the_constraints_that_make_the_stack_work():
 
 
 def test_the_wheel_ships_the_committed_lockfiles(tmp_path):
-    # doctor/lockfiles is a link to lockfiles/; the wheel (built from the sdist, as from PyPI) must
-    # hold real copies of the files.
+    # The lockfiles live in the repository's lockfiles/; the wheel (built from the sdist, as from
+    # PyPI) must hold real copies of the files, in doctor/_shipped/lockfiles/ (doctor/paths.py).
     import subprocess
     import zipfile
 
@@ -49,5 +49,5 @@ def test_the_wheel_ships_the_committed_lockfiles(tmp_path):
     with zipfile.ZipFile(wheel) as zf:
         for name, stack in knowledge.stacks().items():
             for py in stack["python"]:
-                shipped = zf.read(f"doctor/lockfiles/{name}-py{py}.txt")
-                assert shipped == (REPO / "doctor" / "lockfiles" / f"{name}-py{py}.txt").read_bytes()
+                shipped = zf.read(f"doctor/_shipped/lockfiles/{name}-py{py}.txt")
+                assert shipped == (REPO / "lockfiles" / f"{name}-py{py}.txt").read_bytes()

@@ -19,7 +19,7 @@ from conftest import DATA, REPO, envs, recipe_variant, run_doctor
 from doctor.recipes import catalog
 
 DOUBLE = REPO / "tests" / "doubles" / "replay_trainer.py"
-SEED = catalog.PKG_RECIPES / "seed-article-printed.overrides"
+SEED = catalog.RECIPES_DIR / "seed-article-printed.overrides"
 QWEN = json.loads((DATA / "fixtures" / "qwen2.5-0.5b-instruct" / "config.json").read_text())
 RECIPES = ["gsm8k-2xA100", "gsm8k-baseline-2xA100", "gsm8k-smoke-1gpu"]
 
@@ -257,7 +257,7 @@ def test_run_quick_passes_with_live_progress_and_summary(tmp_path):
 
 
 def test_run_band_missed_exits_1(tmp_path):
-    r = yaml.safe_load((catalog.PKG_RECIPES / "gsm8k-smoke-1gpu.yaml").read_text())
+    r = yaml.safe_load((catalog.RECIPES_DIR / "gsm8k-smoke-1gpu.yaml").read_text())
     r["quick"]["bands"].append({"metric": "critic/score/mean", "agg": "last", "comparison": ">=", "value": 0.5,
                                 "source": "test", "status": "measured"})
     f = tmp_path / "r.yaml"

@@ -119,7 +119,7 @@ def test_pip_conflict_reports_violated_requirement():
 
 def test_lockfile_fixes_name_the_lockfile_shipped_in_the_package():
     # The fix must run after `pip install verl-doctor` too, not only inside a checkout: the path
-    # is the package's own copy (doctor/lockfiles, packaged; see test_lock for the wheel).
+    # is the one doctor.paths finds (the checkout's lockfiles/, or the wheel's copy: test_packaging).
     found, _ = run(set_version(WORKING, "huggingface-hub", "1.33.0"))
     for fid in ("pip.conflict", "stack.detected"):
         command = found[fid].fix.commands[0]
