@@ -7,7 +7,8 @@ expectations written before the doctor ever saw the batch:
 
 Verdicts on a failure paste:
   named      an error finding names the cause: its ID is one of `expect_ids` (or `expect_ids` is empty:
-             any finding but the generic ones, whose title only quotes the exception line) AND its title + fix contain every word group of `words`, AND it has a fix;
+             any finding but the generic ones, whose title only quotes the exception line) AND its
+             title + fix contain every word group of `words`, AND it has a fix;
   half       right family or area, but generic or incomplete: an `expect_ids`/`half_ids` finding
              without the decisive words, or the words only in a generic finding;
   wrong      an error finding blames another cause (and none is named or half-named);

@@ -12,7 +12,7 @@ from typing import Callable
 
 from doctor import __version__, cache
 from doctor.errors import UsageError
-from doctor.findings import Finding, report_order
+from doctor.findings import Finding
 from doctor.knowledge import get_stack
 from doctor.lockfiles import parse_lockfile
 from doctor.results import Check
@@ -23,7 +23,7 @@ from doctor.probes.gpu import gpu_facts, torch_cuda_build
 from doctor.probes.ray_state import head_answers, ray_state_facts
 from doctor.probes.system import system_facts
 from doctor.rules import Context, evaluate
-from doctor.rules.dryrun import evaluate_dry_run
+from doctor.recipes.checkfacts import recipe_facts
 from doctor.stacks import StackChoice, choose_stack, reference_pins
 
 
@@ -140,7 +140,8 @@ def _python_too_old(python: str) -> str | None:
 
 def run_check(python: str, *, fast=False, use_cache=True, scale=1.0, stack_name: str | None = None,
               lockfile: Path | None = None, progress=None, cluster: str | None = None,
-              skip: tuple[str, ...] = (), no_gpu: bool = False) -> CheckResult:
+              skip: tuple[str, ...] = (), no_gpu: bool = False, recipe: dict | None = None,
+              show: bool = False) -> CheckResult:
     lock = parse_lockfile(lockfile) if lockfile else None  # bad lockfile: exit 2 before any probe
     stack = get_stack(stack_name) if stack_name else None
     t0 = time.perf_counter()
@@ -154,13 +155,18 @@ def run_check(python: str, *, fast=False, use_cache=True, scale=1.0, stack_name:
         else:
             probes["ray_cluster"] = run_cluster_probe(python, cluster, stack or None, scale)
             facts["ray_cluster"] = probes["ray_cluster"].data if probes["ray_cluster"].ok else None
-    t1 = time.perf_counter()
     skipped = {n: ("--skip-probe" if n in skip else "--fast")
                for n, p in TARGET_PROBES.items() if p.deep and n not in probes}
+    if recipe is not None:  # --recipe: its composed config, its GPU needs and its dry run are facts too
+        facts.update(recipe_facts(python, recipe, dry_run=not fast, show=show))
+        if fast:
+            skipped["dryrun"] = "--fast"
+    t1 = time.perf_counter()
     chosen = choose_stack(facts, stack)
     ctx = Context(python=python, stack=stack, chosen=chosen, lock=lock, lockfile=str(lockfile) if lockfile else None,
                   probe_errors={n: r.error for n, r in probes.items() if not r.ok},
-                  skipped={**skipped, **{k: why for n, why in skipped.items() for k in TARGET_PROBES[n].provides}},
+                  skipped={**skipped, **{k: why for n, why in skipped.items()
+                                         for k in (TARGET_PROBES[n].provides if n in TARGET_PROBES else ())}},
                   cluster=cluster, no_gpu=no_gpu, reference=reference_pins(facts, chosen.stack, lockfile, lock))
     findings, checks = evaluate(facts, ctx)
     t2 = time.perf_counter()
@@ -200,10 +206,6 @@ def recheck_facts(path: str, *, stack_name: str | None = None, lockfile: Path | 
                   reference=reference_pins(facts, chosen.stack, lockfile, lock))
     t0 = time.perf_counter()
     findings, checks = evaluate(facts, ctx)
-    if isinstance(facts.get("dryrun"), dict):  # a check --recipe: its dry run is judged again too
-        more, more_checks = evaluate_dry_run(facts["dryrun"], facts["dryrun"].get("recipe") or "RECIPE", python)
-        findings = sorted(findings + more, key=report_order)
-        checks = checks + more_checks
     return CheckResult(python=python, facts=facts, probes=probes, findings=findings, checks=checks,
                        timings={"probes": {}, "cached": [], "collect_s": 0.0, "rules_s": round(time.perf_counter() - t0, 3)},
                        skipped=skipped, replayed_from=path, no_gpu=no_gpu, chosen=chosen)

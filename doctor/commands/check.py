@@ -13,14 +13,8 @@ from doctor.probes import TARGET_PROBES
 from doctor.engine import recheck_facts
 from doctor.report import json_report
 from doctor.report import text
-from doctor.results import Check, Status
-from doctor.rules.gpu import recipe_gpus
-from doctor.recipes.catalog import resolve
-from doctor.recipes.preflight import dry_run
 from doctor.report.html_report import check_output_path
 from doctor.recipes.catalog import load as load_recipe
-from doctor.recipes.lint import lint_recipe
-from doctor.findings import report_order
 from doctor.report.html_report import write
 
 
@@ -77,33 +71,6 @@ def _report_crashed(kind: str, exc: Exception, result, strict: bool) -> int:
     return code if code == ExitCode.PROBLEMS else ExitCode.INCOMPLETE
 
 
-def _recipe_gpus(recipe: dict, lint, args, result) -> list:
-    """--recipe: the GPUs the job will see against what the recipe's composed config asks for."""
-    check = f"enough GPUs for recipe {recipe['name']}"
-    gpu = result.facts.get("gpu") or {}
-    if args.no_gpu:
-        result.checks.append(Check(check, "gpu", Status.SKIPPED, why="turned off by --no-gpu (no GPU expected here)"))
-        return []
-    if not gpu.get("available"):  # gpu.none says it once
-        result.checks.append(Check(check, "gpu", Status.SKIPPED, why=f"no GPU to look at ({gpu.get('reason')})"))
-        return []
-    findings, _ = recipe_gpus(gpu, result.facts.get("environment") or {}, recipe["hardware"], recipe["name"],
-                              lint.ctx.config if lint.ctx is not None else None)
-    result.checks.append(Check(check, "gpu", Status.of(f.severity for f in findings), ids=[f.id for f in findings]))
-    return findings
-
-
-def _dry_run(recipe: dict, python: str, args, result) -> list:
-    """The trainer's path on CPU for --recipe (its checks join the result; --fast skips it)."""
-    if args.fast:
-        result.checks.append(Check("dry run of the trainer", "trainer", Status.SKIPPED, why="skipped by --fast"))
-        return []
-    dry, findings, checks = dry_run(recipe, resolve(recipe), python, show=not args.json)
-    result.checks.extend(checks)
-    result.facts["dryrun"] = dry
-    return findings
-
-
 def run_check(args) -> int:
     if args.facts:
         return _recheck(args)
@@ -114,6 +81,7 @@ def run_check(args) -> int:
     html_out = None
     if getattr(args, "html", None):  # a bad output path: exit 2 before any probe
         html_out = check_output_path(args.html)
+    recipe = None
     if getattr(args, "recipe", None):  # bad recipe: exit 2 before any probe
         recipe = load_recipe(args.recipe)
     status = None
@@ -133,17 +101,10 @@ def run_check(args) -> int:
         result = engine_check(python, fast=args.fast, use_cache=not args.no_cache, scale=args.timeout_scale,
                               stack_name=args.stack, lockfile=lockfile, progress=progress,
                               cluster=getattr(args, "cluster", None), skip=tuple(_skips(args)),
-                              no_gpu=args.no_gpu)
+                              no_gpu=args.no_gpu, recipe=recipe, show=not args.json)
     finally:
         if status:
             status.stop()
-    if getattr(args, "recipe", None):  # the recipe's config lint joins the environment's findings
-        lint = lint_recipe(python, args.recipe)
-        result.findings.extend(lint.findings)
-        result.checks.extend(lint.checks)
-        result.findings.extend(_recipe_gpus(recipe, lint, args, result))
-        result.findings.extend(_dry_run(recipe, python, args, result))
-        result.findings.sort(key=report_order)
     crashed = _render(result, args)
     if crashed is not None:
         return crashed

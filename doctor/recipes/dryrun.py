@@ -6,6 +6,7 @@ and writes the stand-in model's folder (removed afterwards)."""
 from __future__ import annotations
 
 import json
+import sys
 import shutil
 import tempfile
 import threading
@@ -13,7 +14,10 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from rich.console import Console
+
 from doctor import knowledge
+from doctor.recipes.catalog import command_ref
 from doctor.probes import ProbeResult, TargetProbe, run_target_probe
 from doctor.rules.dryrun import epochs_decide
 
@@ -128,3 +132,27 @@ def next_on_gpu(dry: dict) -> str | None:
                                                           tp=nxt.get("tp"))
 
 
+def dry_run_fact(recipe: dict, res: dict, python: str, show: bool = True) -> dict:
+    """The `dryrun` fact: the trainer's path on CPU with live progress on stderr (`show`): a rich
+    status line on a terminal, otherwise one line per step as it starts."""
+    status = None
+    seen: list[str] = []
+
+    def progress(title: str, seconds: float) -> None:
+        if status is not None:
+            status.update(f"dry run: {title} ({seconds:.0f} s)")
+        elif show and (not seen or seen[-1] != title):
+            seen.append(title)
+            sys.stderr.write(f"[dry run] {seconds:5.1f} s  {title}\n")
+            sys.stderr.flush()
+
+    if show and sys.stderr.isatty():
+        status = Console(stderr=True).status("dry run: starting the target")
+        status.start()
+    try:
+        dry = run_dry_run(python, res, progress=progress)
+        dry["recipe"] = command_ref(recipe)
+    finally:
+        if status is not None:
+            status.stop()
+    return dry

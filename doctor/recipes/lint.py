@@ -13,7 +13,8 @@ from doctor.errors import UsageError
 from doctor.findings import Finding
 from doctor.results import Check
 from doctor.probes import TargetProbe, run_target_probe
-from doctor.rules.config import ConfigContext, evaluate_config, get, override_map, unknown_key_replacement
+from doctor.rules import Context, evaluate
+from doctor.rules.config import ConfigContext, config_context, get, override_map, unknown_key_replacement
 from doctor.recipes.catalog import model_config
 from doctor.recipes.catalog import load, resolve
 
@@ -52,17 +53,28 @@ def compose(python: str, overrides: list[str]) -> dict:
     return data
 
 
-def lint_overrides(python: str, overrides: list[str], source: str, model_path: str | None = None) -> LintResult:
+def config_fact(python: str, overrides: list[str], source: str, model_path: str | None = None) -> dict:
+    """The recipe_config fact: the overrides composed with the installed verl's own Hydra config (in
+    the target), the keys verl's code reads, and the model's config.json."""
     data = compose(python, overrides)
     cfg = data.get("config")
     mp = model_path or get(cfg, "actor_rollout_ref.model.path") or override_map(overrides).get("actor_rollout_ref.model.path")
     model, model_src = model_config(str(mp)) if mp else (None, None)
-    ctx = ConfigContext(verl=data.get("verl"), config=cfg, overrides=overrides, rejected=data.get("rejected", []),
-                        keys=data.get("keys", []), readers=data.get("readers", {}), model=model,
-                        model_source=model_src, source=source)
-    findings, checks = evaluate_config(ctx)
-    return LintResult(source=source, python=python, compose=data, findings=findings, checks=checks, overrides=overrides,
-                      ctx=ctx)
+    return {"source": source, "overrides": list(overrides), "verl": data.get("verl"), "hydra": data.get("hydra"),
+            "config_dir": data.get("config_dir"), "config": cfg, "rejected": data.get("rejected", []),
+            "keys": data.get("keys", []), "readers": data.get("readers", {}), "model": model, "model_source": model_src}
+
+
+def lint_overrides(python: str, overrides: list[str], source: str, model_path: str | None = None) -> LintResult:
+    fact = config_fact(python, overrides, source, model_path)
+    findings, checks = evaluate({"recipe_config": fact}, Context(python=python), select=lambda r: r.area == "config")
+    return LintResult(source=source, python=python, compose=fact, findings=findings, checks=checks, overrides=overrides,
+                      ctx=config_context(fact))
+
+
+def recipe_config_fact(python: str, recipe: dict, extra: list[str] | None = None, quick: bool = False) -> dict:
+    res = resolve(recipe, quick=quick)
+    return config_fact(python, res["overrides"] + list(extra or []), f"recipe {recipe['name']}", res["model_path"])
 
 
 def lint_recipe(python: str, name: str, extra: list[str] | None = None, quick: bool = False) -> LintResult:

@@ -8,18 +8,15 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
-
-from rich.console import Console
 
 from doctor import knowledge
 from doctor.engine import run_check
 from doctor.errors import UsageError
 from doctor.probes import TargetProbe, run_target_probe
 from doctor.recipes import catalog
-from doctor.recipes.dryrun import next_on_gpu, run_dry_run
+from doctor.recipes.dryrun import dry_run_fact, next_on_gpu
 from doctor.recipes.lint import lint_recipe
 from doctor.rules.dryrun import evaluate_dry_run
 from doctor.rules.gpu import recipe_gpus
@@ -124,28 +121,8 @@ def _target_preflight(python: str, model_path: str | None, files: dict) -> dict:
 
 
 def dry_run(recipe: dict, res: dict, python: str, show: bool = True) -> tuple[dict, list, list]:
-    """The trainer's path on CPU (recipes/dryrun.py) with live progress on stderr: (facts, findings,
-    checks). A rich status line on a terminal; otherwise one line per step as it starts."""
-    status = None
-    seen: list[str] = []
-
-    def progress(title: str, seconds: float) -> None:
-        if status is not None:
-            status.update(f"dry run: {title} ({seconds:.0f} s)")
-        elif show and (not seen or seen[-1] != title):
-            seen.append(title)
-            sys.stderr.write(f"[dry run] {seconds:5.1f} s  {title}\n")
-            sys.stderr.flush()
-
-    if show and sys.stderr.isatty():
-        status = Console(stderr=True).status("dry run: starting the target")
-        status.start()
-    try:
-        dry = run_dry_run(python, res, progress=progress)
-        dry["recipe"] = catalog.command_ref(recipe)
-    finally:
-        if status is not None:
-            status.stop()
+    """The trainer's path on CPU with live progress on stderr: (facts, findings, checks)."""
+    dry = dry_run_fact(recipe, res, python, show)
     findings, checks = evaluate_dry_run(dry, catalog.command_ref(recipe), python)
     return dry, findings, checks
 

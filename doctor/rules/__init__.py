@@ -7,15 +7,17 @@ findings merge: the first-registered rule's title and severity win, evidence acc
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 from packaging.utils import canonicalize_name
 
 from doctor.findings import Finding, definition, hold_unrunnable, report_order
 from doctor.results import Check, Status
-from doctor.rules.registry import RULES, FactView, run_rule
+from doctor.rules.registry import RULES, FactView, Rule, run_rule
 # Import order is registration order (which decides merges): fact rules first, imports last.
 from doctor.rules import (  # noqa: F401,E402  (imported for their @rule registrations)
     stack, versions, python_env, packages, vllm, attention, gpu, system, lock, ray, imports, probes,
+    config, dryrun,
 )
 from doctor.stacks import StackChoice, choose_stack, stack_lockfile_for
 
@@ -47,14 +49,19 @@ def why_absent(name: str, ctx: Context) -> str:
     return f"no {name} facts (probe could not run)"
 
 
-def evaluate(facts: dict, ctx: Context, trace: dict | None = None) -> tuple[list[Finding], list[Check]]:
-    """All environment rules on the facts. `trace`, when given, gets {check: facts it read}."""
+def evaluate(facts: dict, ctx: Context, trace: dict | None = None,
+             select: Callable[[Rule], bool] | None = None) -> tuple[list[Finding], list[Check]]:
+    """Every rule in scope on the facts (`select`: only those, e.g. a recipe's config rules for
+    `recipes lint`). `trace`, when given, gets {check: facts it read}."""
     if ctx.chosen is None and facts.get("distributions") is not None:
         ctx.chosen = choose_stack(facts, ctx.stack)
     view = FactView(facts, lambda name: why_absent(name, ctx))
     merged: dict[str, Finding] = {}
+    extra: list[Finding] = []   # a rule's second finding of one ID (one per override, say): its own entry
     checks: list[Check] = []
     for r in RULES:
+        if (r.only_with and r.only_with not in facts) or (select is not None and not select(r)):
+            continue
         not_applicable = r.applies(ctx) if r.applies else None
         if not_applicable:
             checks.append(Check(r.check, r.area, Status.SKIPPED, why=not_applicable))
@@ -73,20 +80,25 @@ def evaluate(facts: dict, ctx: Context, trace: dict | None = None) -> tuple[list
         got, check = run_rule(r, lambda: r.fn(view, ctx), view)
         if trace is not None:
             trace[r.check] = set(view.reads)
+        seen: set[str] = set()
         for f in got:
-            if f.id in merged:
+            if f.id in seen:
+                extra.append(f)
+            elif f.id in merged:
                 have = merged[f.id]
                 have.evidence.extend(e for e in f.evidence if e not in have.evidence)
             else:
                 merged[f.id] = f
+            seen.add(f.id)
         if check.status not in (Status.SKIPPED, Status.CRASH):  # a merged ID counts at its worst
-            check.status = Status.of(merged[i].severity for i in check.ids)
+            check.status = Status.of([merged[i].severity for i in check.ids] + [f.severity for f in got])
         checks.append(check)
     link_root_causes(merged)
-    _pin_to_the_lockfile(merged.values(), facts, ctx)
-    for f in merged.values():  # a command nothing could fill in is not printed as one to run
+    _pin_to_the_lockfile(list(merged.values()) + extra, facts, ctx)
+    every = list(merged.values()) + extra
+    for f in every:  # a command nothing could fill in is not printed as one to run
         hold_unrunnable(f)
-    findings = sorted(merged.values(), key=report_order)
+    findings = sorted(every, key=report_order)
     return findings, checks
 
 

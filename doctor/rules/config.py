@@ -1,6 +1,7 @@
 """Config rules: pure functions on a verl config composed by the *installed* verl's own Hydra config
-(doctor/recipes/scripts/compose.py). They are NOT in the global @rule registry (doctor check runs
-them only with --recipe): they register in CONFIG_RULES and run through evaluate_config().
+(doctor/recipes/scripts/compose.py), the `recipe_config` fact. They are rules of the one registry,
+in scope only when a check has that fact (`doctor check --recipe`, `recipes lint`, the preflight);
+each reads the fact through a ConfigContext.
 
 Each finding names the override (or default) that triggers it and the value that fixes it.
 Thresholds and key lists are data: doctor/knowledge/config_rules.yaml."""
@@ -10,13 +11,14 @@ from __future__ import annotations
 import difflib
 import math
 from typing import Any
-from dataclasses import dataclass, field
+import functools
+from dataclasses import asdict, dataclass, field, fields
 from packaging.version import InvalidVersion, Version
 
 from doctor import knowledge
-from doctor.findings import Finding, make, report_order
-from doctor.results import Check, Status
-from doctor.rules.registry import Registry, run_rule
+from doctor.findings import Finding, make
+from doctor.results import Check
+from doctor.rules.registry import RULES, cannot_look
 
 _MISSING = object()
 
@@ -34,12 +36,26 @@ class ConfigContext:
     source: str = "overrides"             # recipe name or file, for evidence
 
 
-CONFIG_RULES = Registry(area="config")
+def config_context(fact: dict) -> ConfigContext:
+    """The recipe_config fact as the config rules read it."""
+    known = {f.name for f in fields(ConfigContext)}
+    return ConfigContext(**{k: v for k, v in fact.items() if k in known and v is not None}
+                         | {"verl": fact.get("verl"), "config": fact.get("config")})
 
 
 def config_rule(check: str, needs_config: bool = True):
-    """Register a config rule; needs_config: it reads the composed config (skipped when it did not compose)."""
-    return CONFIG_RULES(check, needs=("config",) if needs_config else ())
+    """Register a config rule `fn(ConfigContext)`; needs_config: it reads the composed config (skipped
+    when it did not compose)."""
+    def register(fn):
+        @functools.wraps(fn)
+        def judge(facts, ctx):
+            cc = config_context(facts["recipe_config"])
+            if needs_config and cc.config is None:
+                raise cannot_look("recipe_config", "config did not compose")
+            return fn(cc)
+        RULES(check, "config", needs=("recipe_config",), only_with="recipe_config")(judge)
+        return fn
+    return register
 
 
 def K() -> dict:
@@ -367,14 +383,7 @@ def ignored_key(ctx: ConfigContext):
 
 
 def evaluate_config(ctx: ConfigContext) -> tuple[list[Finding], list[Check]]:
-    findings: list[Finding] = []
-    checks: list[Check] = []
-    for r in CONFIG_RULES:
-        if "config" in r.needs and ctx.config is None:
-            checks.append(Check(r.check, r.area, Status.SKIPPED, why="config did not compose"))
-            continue
-        got, check = run_rule(r, lambda: r.fn(ctx))
-        findings.extend(got)
-        checks.append(check)
-    findings.sort(key=report_order)  # all config.*: same area, so errors first, then by ID as before
-    return findings, checks
+    """The config rules alone on one composed config (`recipes lint`), through the one evaluate loop."""
+    from doctor.rules import Context, evaluate  # the package imports this module to register its rules
+
+    return evaluate({"recipe_config": asdict(ctx)}, Context(python="python"), select=lambda r: r.area == "config")

@@ -5,15 +5,11 @@ headline and the step's failure is listed under it. A step after a failed one is
 
 from __future__ import annotations
 
-import functools
-
 from doctor import knowledge
 from doctor.findings import Finding, make
 from doctor.results import Check, Status
 from doctor.signatures import cause_of
-from doctor.rules.registry import Registry, cannot_look, run_rule
-
-TRAINER_RULES = Registry(area="trainer")
+from doctor.rules.registry import RULES, cannot_look
 
 
 def _error_text(err: dict | None) -> str:
@@ -84,26 +80,27 @@ def step_findings(dry: dict, spec: dict, recipe: str, python: str) -> list[Findi
 
 def _register() -> None:
     def judge(spec: dict):
-        def rule(dry: dict, recipe: str, python: str) -> list[Finding]:
-            return step_findings(dry, spec, recipe, python)
+        def rule(facts, ctx) -> list[Finding]:
+            dry = facts["dryrun"]
+            if not dry.get("steps"):
+                raise cannot_look("dryrun", f"the dry run could not run: {dry.get('error') or 'no steps reported'}")
+            return step_findings(dry, spec, dry.get("recipe") or "RECIPE", ctx.python)
+        rule.__name__ = rule.__qualname__ = f"step_{spec['id'].replace('-', '_')}"
         return rule
 
     for spec in knowledge.load("dryrun")["steps"]:
-        TRAINER_RULES(f"dry run: {spec['title']}", needs=("dryrun",))(judge(spec))
+        RULES(f"dry run: {spec['title']}", "trainer", needs=("dryrun",), only_with="dryrun")(judge(spec))
 
 
 _register()
 
 
 def evaluate_dry_run(dry: dict, recipe: str, python: str) -> tuple[list[Finding], list[Check]]:
-    """Findings and one check per step. A dry run that could not run at all is one skipped check."""
+    """Findings and one check per step (through the one evaluate loop). A dry run that could not run
+    at all is one skipped check."""
+    from doctor.rules import Context, evaluate  # the package imports this module to register its rules
+
     if not dry.get("steps"):
         why = f"the dry run could not run: {dry.get('error') or 'no steps reported'}"
         return [], [Check("dry run of the trainer", "trainer", Status.SKIPPED, why=why)]
-    findings: list[Finding] = []
-    checks: list[Check] = []
-    for r in TRAINER_RULES:
-        got, check = run_rule(r, functools.partial(r.fn, dry, recipe, python))
-        findings += got
-        checks.append(check)
-    return findings, checks
+    return evaluate({"dryrun": {**dry, "recipe": recipe}}, Context(python=python), select=lambda r: r.area == "trainer")

@@ -341,3 +341,16 @@ def recipe_gpus(gpu: dict, environ: dict, hw: dict, recipe: str, config: dict | 
     busy = [g for g in big if g.get("compute_processes")]
     note = f"; {len(busy)} already run compute processes" if busy else ""
     return [], f"{len(big)} GPU(s) ≥ {min_gib} GiB ({have}){note}"
+
+
+@rule("enough GPUs for the recipe", "gpu", needs=("recipe", "gpu"), applies=no_gpu_expected, only_with="recipe")
+def recipe_gpu_count(facts, ctx):
+    """`doctor check --recipe`: the GPUs the job will see against what the recipe's composed config
+    asks for (trainer.n_gpus_per_node × nnodes), else its hardware."""
+    gpu = facts["gpu"]
+    if not gpu.get("available"):  # gpu.none says it once
+        raise cannot_look("gpu", f"no GPU to look at ({gpu.get('reason')})")
+    recipe = facts["recipe"]
+    config = (dict.get(facts, "recipe_config") or {}).get("config")  # a config that did not compose: the hardware
+    findings, _ = recipe_gpus(gpu, facts.get("environment") or {}, recipe["hardware"], recipe["name"], config)
+    return findings

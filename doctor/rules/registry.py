@@ -69,6 +69,10 @@ class Rule:
     # Distributions the check is about: when one is not installed, the check is skipped ("vllm is
     # not installed") instead of passing with nothing to look at (stack.dists-missing reports it).
     requires: tuple[str, ...] = ()
+    # The fact that puts the rule in scope: a recipe's rules (its composed config, its GPU needs, the
+    # dry run of its trainer) exist only in a check that was asked about a recipe (--recipe), so
+    # without that fact they have no check line at all; with it, they run like any other rule.
+    only_with: str | None = None
 
 
 class Registry:
@@ -79,9 +83,10 @@ class Registry:
         self.rules: list[Rule] = []
 
     def __call__(self, check: str, area: str | None = None, needs: tuple[str, ...] = (), applies=None,
-                 requires: tuple[str, ...] = ()):
+                 requires: tuple[str, ...] = (), only_with: str | None = None):
         def register(fn):
-            self.rules.append(Rule(fn, check, area or self.area or "?", tuple(needs), applies, tuple(requires)))
+            self.rules.append(Rule(fn, check, area or self.area or "?", tuple(needs), applies, tuple(requires),
+                                   only_with))
             return fn
         return register
 

@@ -110,8 +110,15 @@ def test_unknown_key_names_nearest_key_or_plus_prefix():
 
 
 def test_config_rules_do_not_run_in_plain_doctor_check():
-    from doctor.rules import RULES
+    """Config rules are rules of the one registry, in scope only with a recipe's composed config:
+    a check without --recipe has no config check line at all."""
+    import json
 
-    assert not any(r.fn.__module__ == "doctor.rules.config" for r in RULES)
+    from doctor.rules import RULES, Context, evaluate
 
+    from conftest import DATA
 
+    assert any(r.fn.__module__ == "doctor.rules.config" and r.only_with == "recipe_config" for r in RULES)
+    facts = json.loads((DATA / "facts-working.json").read_text())
+    _, checks = evaluate(facts, Context(python="python"))
+    assert checks and not [c for c in checks if c.area in ("config", "trainer")]
