@@ -12,6 +12,7 @@ from typing import Callable
 
 from doctor import __version__, cache
 from doctor.errors import UsageError
+from doctor.facts import FactsError, check_facts
 from doctor.findings import Finding, report_order
 from doctor.knowledge import get_stack
 from doctor.lockfiles import parse_lockfile
@@ -184,6 +185,10 @@ def recheck_facts(path: str, *, stack_name: str | None = None, lockfile: Path | 
     if not isinstance(doc, dict) or doc.get("schema_version") != 1 or not isinstance(doc.get("facts"), dict) \
             or "distributions" not in doc["facts"]:
         raise UsageError(f"--facts {path}: not a doctor check --json document (schema_version 1 with facts)")
+    try:
+        check_facts(doc["facts"])
+    except FactsError as exc:
+        raise UsageError(f"--facts {path}: facts not of the doctor's shape: {exc}")
     facts = doc["facts"]
     probes = {n: ProbeResult(n, bool(p.get("ok")), error=p.get("error"), cached=True)
               for n, p in (doc.get("probes") or {}).items()}
