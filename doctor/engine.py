@@ -8,11 +8,11 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, cast
 
 from doctor import __version__, cache
 from doctor.errors import UsageError
-from doctor.facts import FactsError, check_facts
+from doctor.facts import Facts, FactsError, RayClusterFacts, check_facts
 from doctor.findings import Finding, report_order
 from doctor.knowledge import get_stack
 from doctor.lockfiles import parse_lockfile
@@ -31,7 +31,7 @@ from doctor.stacks import StackChoice, choose_stack, reference_pins
 @dataclass
 class CheckResult:
     python: str
-    facts: dict
+    facts: Facts
     probes: dict[str, ProbeResult]
     findings: list[Finding] = field(default_factory=list)
     checks: list[Check] = field(default_factory=list)
@@ -44,7 +44,7 @@ class CheckResult:
 
 def collect_facts(python: str, *, fast: bool = False, use_cache: bool = True, scale: float = 1.0,
                   skip: tuple[str, ...] = (),
-                  progress: Callable[[str, str], None] | None = None) -> tuple[dict, dict[str, ProbeResult]]:
+                  progress: Callable[[str, str], None] | None = None) -> tuple[Facts, dict[str, ProbeResult]]:
     progress = progress or (lambda probe, state: None)
     t0 = time.perf_counter()
     pool = cf.ThreadPoolExecutor(max_workers=8)
@@ -103,7 +103,7 @@ def collect_facts(python: str, *, fast: bool = False, use_cache: bool = True, sc
         probes[n] = fut.result()
     pool.shutdown(wait=False)
 
-    facts = {
+    facts: dict = {
         "python": dist_data["python"],
         "markers": dist_data["markers"],
         "distributions": dist_data["dists"],
@@ -124,7 +124,9 @@ def collect_facts(python: str, *, fast: bool = False, use_cache: bool = True, sc
         else:
             facts.update(dict.fromkeys(p.provides))
     facts["_collect_seconds"] = round(time.perf_counter() - t0, 3)
-    return facts, probes
+    # Assembled by name from TARGET_PROBES (which mypy cannot follow); each probe's data was
+    # validated against its doctor.facts type where it entered (run_target_probe, run_local_probe).
+    return cast(Facts, facts), probes
 
 
 def _python_too_old(python: str) -> str | None:
@@ -154,7 +156,7 @@ def run_check(python: str, *, fast=False, use_cache=True, scale=1.0, stack_name:
             facts["ray_cluster"] = {"ok": False, "address": cluster, "reachable": reach, "nodes": []}
         else:
             probes["ray_cluster"] = run_cluster_probe(python, cluster, stack or None, scale)
-            facts["ray_cluster"] = probes["ray_cluster"].data if probes["ray_cluster"].ok else None
+            facts["ray_cluster"] = cast(RayClusterFacts, probes["ray_cluster"].data) if probes["ray_cluster"].ok else None
     t1 = time.perf_counter()
     skipped = {n: ("--skip-probe" if n in skip else "--fast")
                for n, p in TARGET_PROBES.items() if p.deep and n not in probes}

@@ -39,6 +39,7 @@ from doctor.logparse import parse_step
 from doctor.results import ExitCode
 from doctor.uv import runnable
 from doctor.rules.gpu import recipe_gpus
+from doctor.facts import GpuFacts
 from doctor import knowledge
 from doctor.probes import TargetProbe, run_target_probe
 from doctor.recipes.dryrun import run_dry_run
@@ -72,7 +73,7 @@ class PreflightCheck:
     fix: str | None = None
 
 
-def _gpu_check(gpu: dict, hw: dict, recipe_name: str, config: dict | None = None,
+def _gpu_check(gpu: GpuFacts | dict, hw: dict, recipe_name: str, config: dict | None = None,
                environ: dict | None = None) -> PreflightCheck:
     """Enough GPUs for the run, as the job will see them (rules/gpu.py recipe_gpus)."""
     findings, seen = recipe_gpus(gpu, dict(os.environ if environ is None else environ), hw, recipe_name, config)

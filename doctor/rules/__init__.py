@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from packaging.utils import canonicalize_name
 
+from doctor.facts import Facts
 from doctor.findings import Finding, definition, hold_unrunnable, report_order
 from doctor.results import Check, Status
 from doctor.rules.registry import RULES, FactView, run_rule
@@ -47,7 +48,7 @@ def why_absent(name: str, ctx: Context) -> str:
     return f"no {name} facts (probe could not run)"
 
 
-def evaluate(facts: dict, ctx: Context, trace: dict | None = None) -> tuple[list[Finding], list[Check]]:
+def evaluate(facts: Facts, ctx: Context, trace: dict | None = None) -> tuple[list[Finding], list[Check]]:
     """All environment rules on the facts. `trace`, when given, gets {check: facts it read}."""
     if ctx.chosen is None and facts.get("distributions") is not None:
         ctx.chosen = choose_stack(facts, ctx.stack)
@@ -90,7 +91,7 @@ def evaluate(facts: dict, ctx: Context, trace: dict | None = None) -> tuple[list
     return findings, checks
 
 
-def _pin_to_the_lockfile(findings, facts: dict, ctx: Context) -> None:
+def _pin_to_the_lockfile(findings, facts: Facts, ctx: Context) -> None:
     """Fix commands that (re)install name the stack's lockfile as constraints ({lockfile}): a
     reinstall never resolves an unbounded requirement (which upgrades the whole tree)."""
     if not any("{lockfile}" in c for f in findings for c in f.fix.commands):
