@@ -58,6 +58,9 @@ def test_problems_name_the_fact_and_what_is_wrong():
     assert validate("ray_smoke", None) == []        # a skipped or failed deep probe
     assert validate("from_a_newer_doctor", 1) == []  # not judged
     assert validate_facts({"gpu": {"available": False}}) == ["distributions: missing"]
+    # a probe's output is judged as printed: the imports probe carries the extensions fact
+    assert validate_probe("imports", {"modules": {}, "checks": {}}) == ["imports.extensions: missing"]
+    assert validate("imports", {"modules": {}, "checks": {}}) == []
     with pytest.raises(FactsError, match=r"^distributions: missing \(and 1 more\)$"):
         check_facts({"gpu": {}})
 
