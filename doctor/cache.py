@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from doctor.errors import UsageError
+from doctor.facts import validate_probe
 from doctor.probes import SCRIPTS
 
 # Variables that change import behaviour, hence probe results.
@@ -110,6 +111,8 @@ def load_dists(python: str) -> dict | None:
         stamp, data = saved["stamp"], saved["data"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise UsageError(f"cache file {path} is unreadable ({exc.__class__.__name__}); remove it or run with --no-cache")
+    if validate_probe("distributions", data):  # another doctor's shape: probe again
+        return None
     return data if _dirs_stamp(python, data) == stamp else None
 
 

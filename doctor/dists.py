@@ -7,8 +7,10 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from doctor.facts import Dist, Facts
 
-def installed(facts: dict, dist: str) -> str | None:
+
+def installed(facts: Facts, dist: str) -> str | None:
     d = facts["distributions"].get(canonicalize_name(dist))
     return d["version"] if d else None
 
@@ -20,18 +22,18 @@ def satisfies(version: str, spec: str) -> bool:
         return False
 
 
-def checkout_of(dist: dict) -> str | None:
+def checkout_of(dist: Dist | dict) -> str | None:
     """The user's own checkout a distribution record (the distributions probe's) is installed from
     (pip install -e, a source tree on sys.path), or None."""
     return dist.get("project") or (dist.get("path") if dist.get("editable") else None)
 
 
-def user_project(facts: dict, dist: str) -> str | None:
+def user_project(facts: Facts, dist: str) -> str | None:
     """The user's own checkout a distribution is installed from, or None: that code is the
     project's, judged by what it does, never replaced."""
     return checkout_of(facts["distributions"].get(canonicalize_name(dist)) or {})
 
 
-def user_projects(facts: dict) -> dict[str, str]:
+def user_projects(facts: Facts) -> dict[str, str]:
     """name -> checkout, for every distribution of the target that is the user's own code."""
     return {n: p for n in facts.get("distributions") or {} if (p := user_project(facts, n))}

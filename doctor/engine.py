@@ -8,10 +8,11 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, cast
 
 from doctor import __version__, cache
 from doctor.errors import UsageError
+from doctor.facts import Facts, FactsError, RayClusterFacts, check_facts
 from doctor.findings import Finding
 from doctor.knowledge import get_stack
 from doctor.lockfiles import parse_lockfile
@@ -30,7 +31,7 @@ from doctor.stacks import StackChoice, choose_stack, reference_pins
 @dataclass
 class CheckResult:
     python: str
-    facts: dict
+    facts: Facts
     probes: dict[str, ProbeResult]
     findings: list[Finding] = field(default_factory=list)
     checks: list[Check] = field(default_factory=list)
@@ -43,7 +44,7 @@ class CheckResult:
 
 def collect_facts(python: str, *, fast: bool = False, use_cache: bool = True, scale: float = 1.0,
                   skip: tuple[str, ...] = (),
-                  progress: Callable[[str, str], None] | None = None) -> tuple[dict, dict[str, ProbeResult]]:
+                  progress: Callable[[str, str], None] | None = None) -> tuple[Facts, dict[str, ProbeResult]]:
     progress = progress or (lambda probe, state: None)
     t0 = time.perf_counter()
     pool = cf.ThreadPoolExecutor(max_workers=8)
@@ -102,7 +103,7 @@ def collect_facts(python: str, *, fast: bool = False, use_cache: bool = True, sc
         probes[n] = fut.result()
     pool.shutdown(wait=False)
 
-    facts = {
+    facts: dict = {
         "python": dist_data["python"],
         "markers": dist_data["markers"],
         "distributions": dist_data["dists"],
@@ -123,7 +124,9 @@ def collect_facts(python: str, *, fast: bool = False, use_cache: bool = True, sc
         else:
             facts.update(dict.fromkeys(p.provides))
     facts["_collect_seconds"] = round(time.perf_counter() - t0, 3)
-    return facts, probes
+    # Assembled by name from TARGET_PROBES (which mypy cannot follow); each probe's data was
+    # validated against its doctor.facts type where it entered (run_target_probe, run_local_probe).
+    return cast(Facts, facts), probes
 
 
 def _python_too_old(python: str) -> str | None:
@@ -154,11 +157,12 @@ def run_check(python: str, *, fast=False, use_cache=True, scale=1.0, stack_name:
             facts["ray_cluster"] = {"ok": False, "address": cluster, "reachable": reach, "nodes": []}
         else:
             probes["ray_cluster"] = run_cluster_probe(python, cluster, stack or None, scale)
-            facts["ray_cluster"] = probes["ray_cluster"].data if probes["ray_cluster"].ok else None
+            facts["ray_cluster"] = cast(RayClusterFacts, probes["ray_cluster"].data) if probes["ray_cluster"].ok else None
     skipped = {n: ("--skip-probe" if n in skip else "--fast")
                for n, p in TARGET_PROBES.items() if p.deep and n not in probes}
     if recipe is not None:  # --recipe: its composed config, its GPU needs and its dry run are facts too
-        facts.update(recipe_facts(python, recipe, dry_run=not fast, show=show))
+        more = recipe_facts(python, recipe, dry_run=not fast, show=show)
+        facts["recipe"], facts["recipe_config"], facts["dryrun"] = more["recipe"], more["recipe_config"], more["dryrun"]
         if fast:
             skipped["dryrun"] = "--fast"
     t1 = time.perf_counter()
@@ -190,6 +194,10 @@ def recheck_facts(path: str, *, stack_name: str | None = None, lockfile: Path | 
     if not isinstance(doc, dict) or doc.get("schema_version") != 1 or not isinstance(doc.get("facts"), dict) \
             or "distributions" not in doc["facts"]:
         raise UsageError(f"--facts {path}: not a doctor check --json document (schema_version 1 with facts)")
+    try:
+        check_facts(doc["facts"])
+    except FactsError as exc:
+        raise UsageError(f"--facts {path}: facts not of the doctor's shape: {exc}")
     facts = doc["facts"]
     probes = {n: ProbeResult(n, bool(p.get("ok")), error=p.get("error"), cached=True)
               for n, p in (doc.get("probes") or {}).items()}

@@ -9,9 +9,10 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from doctor.dists import installed, user_project
+from doctor.facts import Facts
 
 
-def differs_from_reference(facts: dict, reference: dict | None) -> dict[str, tuple[str, str | None]]:
+def differs_from_reference(facts: Facts, reference: dict | None) -> dict[str, tuple[str, str | None]]:
     """{dist: (installed, known-good or None)} for the stack's distributions that differ from the
     known-good set: another version, or missing there though locked."""
     ref = (reference or {}).get("pins") or {}
@@ -38,7 +39,7 @@ _MODULE_IN_TEXT = re.compile(r"from '([A-Za-z_][\w]*)|No module named '([A-Za-z_
                              r"|but found ([A-Za-z][\w.-]*)==")
 
 
-def culprits(facts: dict, reference: dict | None, info: dict) -> list[str]:
+def culprits(facts: Facts, reference: dict | None, info: dict) -> list[str]:
     """The distributions on a failing import's path that differ from the known-good set: those
     its frames ran in, and those its message names (`from 'pydantic'`, a .so path, a missing module)."""
     diff = differs_from_reference(facts, reference)

@@ -12,6 +12,7 @@ from packaging.utils import canonicalize_name
 
 from doctor import knowledge
 from doctor.dists import installed, satisfies
+from doctor.facts import Facts
 from doctor.lockfiles import parse_lockfile, stack_lockfile
 
 
@@ -33,7 +34,7 @@ class StackChoice:
         return "chosen with --stack" if self.by_flag else "closest by installed versions"
 
 
-def _score(facts: dict, stack: dict) -> tuple[int, int, float]:
+def _score(facts: Facts, stack: dict) -> tuple[int, int, float]:
     w = knowledge.load("system")["closest_stack"]
     met = total = 0
     score = 0.0
@@ -48,7 +49,7 @@ def _score(facts: dict, stack: dict) -> tuple[int, int, float]:
     return met, total, score
 
 
-def closest_stack(facts: dict) -> tuple[dict, int, int]:
+def closest_stack(facts: Facts) -> tuple[dict, int, int]:
     """The known stack whose constraints the target meets best (verl and vllm pins weigh most)."""
     best = None
     for stack in knowledge.stacks().values():
@@ -60,7 +61,7 @@ def closest_stack(facts: dict) -> tuple[dict, int, int]:
     return best[1], best[2], best[3]
 
 
-def choose_stack(facts: dict, given: dict | None = None) -> StackChoice:
+def choose_stack(facts: Facts, given: dict | None = None) -> StackChoice:
     """The stack of this check: --stack's when given, else the closest by installed versions."""
     if given is not None:
         met, total, _ = _score(facts, given)
@@ -69,14 +70,14 @@ def choose_stack(facts: dict, given: dict | None = None) -> StackChoice:
     return StackChoice(stack, False, met, total)
 
 
-def stack_lockfile_for(facts: dict, stack: dict) -> str:
+def stack_lockfile_for(facts: Facts, stack: dict) -> str:
     """The shipped lockfile for the target's Python, or, when the stack has none for it, the one for
     the newest Python it is locked for (python.version-unverified says so)."""
     pyver = facts["markers"]["python_version"]
     return str(stack_lockfile(stack["name"], pyver if pyver in stack["python"] else stack["python"][-1]))
 
 
-def missing_stack_dists(facts: dict, stack: dict) -> list[str]:
+def missing_stack_dists(facts: Facts, stack: dict) -> list[str]:
     """The stack's distributions that are not installed: its top-level requirements, then the
     distributions of the modules the imports probe loads (pyarrow, triton, xformers: verl's and
     vLLM's own requirements), except those a finding of their own reports when missing
@@ -87,7 +88,7 @@ def missing_stack_dists(facts: dict, stack: dict) -> list[str]:
     return [n for n in dict.fromkeys(names) if n not in own and n not in facts["distributions"]]
 
 
-def reference_pins(facts: dict, stack: dict, lockfile: Path | None, lock: dict | None) -> dict | None:
+def reference_pins(facts: Facts, stack: dict, lockfile: Path | None, lock: dict | None) -> dict | None:
     """The known-good set to compare the env with: --lock, else the stack's shipped lockfile for
     the target's Python (None when the stack has none). Reads the lockfile: the engine calls it
     once and hands the pins to the rules."""

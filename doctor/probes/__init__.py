@@ -20,6 +20,7 @@ from typing import Callable
 
 from doctor.processes import stop_group
 from doctor import knowledge
+from doctor.facts import validate_probe
 
 SCRIPTS = Path(__file__).parent / "scripts"
 MARKER = "@@VERL-DOCTOR-JSON@@"
@@ -137,9 +138,9 @@ def run_target_probe(probe: TargetProbe, python: str, scale: float = 1.0) -> Pro
     if MARKER in text:
         try:
             data = json.loads(text.rsplit(MARKER, 1)[1].strip().splitlines()[0])
-            return ProbeResult(probe.name, True, data=data, seconds=seconds)
         except (ValueError, IndexError) as exc:
             return ProbeResult(probe.name, False, error=f"unreadable probe output: {exc}", seconds=seconds)
+        return _checked(ProbeResult(probe.name, True, data=data, seconds=seconds))
     tail = (err.decode(errors="replace").strip().splitlines() or ["no output"])[-1]
     return ProbeResult(probe.name, False, error=f"exited {proc.returncode}: {tail}", seconds=seconds)
 
@@ -182,4 +183,14 @@ def run_local_probe(name: str, fn: Callable[[], dict], budget_s: float) -> Probe
         return ProbeResult(name, False, error=f"timed out after {budget_s:.0f} s", seconds=budget_s)
     if "error" in box:
         return ProbeResult(name, False, error=box["error"], seconds=box["seconds"])
-    return ProbeResult(name, True, data=box["data"], seconds=box["seconds"])
+    return _checked(ProbeResult(name, True, data=box["data"], seconds=box["seconds"]))
+
+
+def _checked(result: ProbeResult) -> ProbeResult:
+    """A probe whose output lacks what the rules rely on (doctor.facts) failed, with that reason:
+    not a crash later in a rule that reads it."""
+    problems = validate_probe(result.name, result.data)
+    if not problems:
+        return result
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return ProbeResult(result.name, False, error=f"unexpected probe output: {problems[0]}{more}", seconds=result.seconds)

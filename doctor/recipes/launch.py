@@ -98,7 +98,7 @@ def launch(cmd: list[str], env: dict, out: Path, total: int | None, show: bool) 
     if full_env.get("RAY_TMPDIR"):
         Path(full_env["RAY_TMPDIR"]).mkdir(parents=True, exist_ok=True)
     steps: dict[int, dict] = {}
-    interrupted = {"signal": None}
+    interrupted: dict[str, str | None] = {"signal": None}
     progress = _Progress(total, show)
     t0 = time.monotonic()
     try:

@@ -14,6 +14,7 @@ from pathlib import Path
 from doctor import knowledge
 from doctor.engine import run_check
 from doctor.errors import UsageError
+from doctor.facts import GpuFacts
 from doctor.probes import TargetProbe, run_target_probe
 from doctor.recipes import catalog
 from doctor.recipes.dryrun import dry_run_fact, next_on_gpu
@@ -33,7 +34,7 @@ class PreflightCheck:
     fix: str | None = None
 
 
-def _gpu_check(gpu: dict, hw: dict, recipe_name: str, config: dict | None = None,
+def _gpu_check(gpu: GpuFacts | dict, hw: dict, recipe_name: str, config: dict | None = None,
                environ: dict | None = None) -> PreflightCheck:
     """Enough GPUs for the run, as the job will see them (rules/gpu.py recipe_gpus)."""
     findings, seen = recipe_gpus(gpu, dict(os.environ if environ is None else environ), hw, recipe_name, config)

@@ -11,6 +11,7 @@ from typing import Callable
 
 from packaging.utils import canonicalize_name
 
+from doctor.facts import Facts
 from doctor.findings import Finding, definition, hold_unrunnable, report_order
 from doctor.results import Check, Status
 from doctor.rules.registry import RULES, FactView, Rule, run_rule
@@ -49,7 +50,7 @@ def why_absent(name: str, ctx: Context) -> str:
     return f"no {name} facts (probe could not run)"
 
 
-def evaluate(facts: dict, ctx: Context, trace: dict | None = None,
+def evaluate(facts: Facts, ctx: Context, trace: dict | None = None,
              select: Callable[[Rule], bool] | None = None) -> tuple[list[Finding], list[Check]]:
     """Every rule in scope on the facts (`select`: only those, e.g. a recipe's config rules for
     `recipes lint`). `trace`, when given, gets {check: facts it read}."""
@@ -102,7 +103,7 @@ def evaluate(facts: dict, ctx: Context, trace: dict | None = None,
     return findings, checks
 
 
-def _pin_to_the_lockfile(findings, facts: dict, ctx: Context) -> None:
+def _pin_to_the_lockfile(findings, facts: Facts, ctx: Context) -> None:
     """Fix commands that (re)install name the stack's lockfile as constraints ({lockfile}): a
     reinstall never resolves an unbounded requirement (which upgrades the whole tree)."""
     if not any("{lockfile}" in c for f in findings for c in f.fix.commands):

@@ -35,6 +35,7 @@ def flash_attn_missing(facts, ctx):
     if installed(facts, "flash-attn"):
         return
     spec = definition("flash-attn.missing")
+    assert spec is not None, "flash-attn.missing has no entry in knowledge/findings.yaml"
     severity = spec["severity"] if _has_gpu(facts, ctx) else spec.get("severity_without_gpu", spec["severity"])
     evidence = ["no flash-attn distribution installed"]
     if not _has_gpu(facts, ctx):

@@ -7,6 +7,7 @@ from doctor.findings import make
 from doctor.rules.config import get
 from doctor.rules.registry import rule
 from doctor.dists import installed
+from doctor.facts import GpuFacts
 from doctor.signatures import classify
 from doctor.units import human_bytes
 from doctor.rules.registry import cannot_look
@@ -315,7 +316,7 @@ def job_world(config: dict | None, hw: dict) -> tuple[int, str]:
     return hw["gpus"], "the recipe's hardware.gpus"
 
 
-def recipe_gpus(gpu: dict, environ: dict, hw: dict, recipe: str, config: dict | None) -> tuple[list, str]:
+def recipe_gpus(gpu: GpuFacts | dict, environ: dict, hw: dict, recipe: str, config: dict | None) -> tuple[list, str]:
     """Whether the GPUs the job will see (CUDA_VISIBLE_DEVICES applied) are enough for the recipe:
     ([gpu.too-few-for-recipe] or [], what the job sees). One mechanism for `recipes run`'s preflight
     and `doctor check --recipe`."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import traceback
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from doctor.findings import Finding, make
 from doctor.results import Check, Status
@@ -29,7 +29,7 @@ class FactView(dict):
     probe) with [] raises FactMissing; reading it with .get() is recorded, and a rule that read an
     absent fact and found nothing is `skipped` (why: that fact), never ✓ — it did not see it."""
 
-    def __init__(self, facts: dict, why: Callable[[str], str]):
+    def __init__(self, facts: Mapping[str, Any], why: Callable[[str], str]):
         super().__init__(facts)
         self._why = why
         self.absent_reads: list[str] = []

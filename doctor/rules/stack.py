@@ -89,13 +89,14 @@ def accepts_in_words(acc: dict) -> str:
 @rule("verl accepts the installed vLLM", "stack", needs=("distributions",), requires=("verl", "vllm"))
 def verl_rejects_vllm(facts, ctx):
     verl, vllm = installed(facts, "verl"), installed(facts, "vllm")  # both there: requires=
+    assert verl is not None and vllm is not None
     project = user_project(facts, "verl")
     code = (facts["distributions"].get("verl") or {}).get("vllm_accepts")
     if project and code:  # the user's checkout: judged by its own adapter, never replaced
         yield from _project_rejects_vllm(facts, ctx, vllm, project, code)
         return
     ok, entry = adapter_accepts(verl, vllm)
-    if ok:
+    if ok or entry is None:  # no entry: a verl the table does not know is not judged
         return
     evidence = [f"verl {verl} + vllm {vllm} (installed)",
                 f"verl {entry['verl']} accepts {accepts_in_words(entry['accepts'])} — {entry['source']}"]
