@@ -144,7 +144,7 @@ def _python_too_old(python: str) -> str | None:
 def run_check(python: str, *, fast=False, use_cache=True, scale=1.0, stack_name: str | None = None,
               lockfile: Path | None = None, progress=None, cluster: str | None = None,
               skip: tuple[str, ...] = (), no_gpu: bool = False, recipe: dict | None = None,
-              show: bool = False) -> CheckResult:
+              show: bool = False, lenient_recipe: bool = False) -> CheckResult:
     lock = parse_lockfile(lockfile) if lockfile else None  # bad lockfile: exit 2 before any probe
     stack = get_stack(stack_name) if stack_name else None
     t0 = time.perf_counter()
@@ -161,7 +161,9 @@ def run_check(python: str, *, fast=False, use_cache=True, scale=1.0, stack_name:
     skipped = {n: ("--skip-probe" if n in skip else "--fast")
                for n, p in TARGET_PROBES.items() if p.deep and n not in probes}
     if recipe is not None:  # --recipe: its composed config, its GPU needs and its dry run are facts too
-        more = recipe_facts(python, recipe, dry_run=not fast, show=show)
+        recipe_errors: dict[str, str] = {}
+        more = recipe_facts(python, recipe, dry_run=not fast, show=show, errors=recipe_errors if lenient_recipe else None)
+        probes.update({n: ProbeResult(n, False, error=e) for n, e in recipe_errors.items()})
         facts["recipe"], facts["recipe_config"], facts["dryrun"] = more["recipe"], more["recipe_config"], more["dryrun"]
         if fast:
             skipped["dryrun"] = "--fast"

@@ -126,9 +126,11 @@ def run_recipe(args) -> int:
     else:
         info.write(f"recipes run {recipe['name']}: preflight\n")
         info.flush()
-        checks = preflight(recipe, res, python, say=lambda m: None, fast=args.preflight_fast)
+        pf = preflight(recipe, res, python, say=lambda m: None, fast=args.preflight_fast)
+        checks = pf.lines()
         render_preflight(checks, info)
         summary["preflight"] = [asdict(c) for c in checks]
+        summary["preflight_findings"] = [f.to_dict() for f in pf.findings()]
         failed = [c for c in checks if not c.ok]
         if failed:
             info.write(f"preflight failed: {'; '.join(c.name for c in failed)}"

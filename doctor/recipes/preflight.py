@@ -12,13 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from doctor import knowledge
-from doctor.engine import run_check
-from doctor.errors import UsageError
+from doctor.engine import CheckResult, run_check
+from doctor.findings import Finding
+from doctor.probes import ProbeResult
 from doctor.facts import GpuFacts
 from doctor.probes import TargetProbe, run_target_probe
 from doctor.recipes import catalog
 from doctor.recipes.dryrun import dry_run_fact, next_on_gpu
-from doctor.recipes.lint import lint_recipe
 from doctor.rules.dryrun import evaluate_dry_run
 from doctor.rules.gpu import recipe_gpus
 from doctor.uv import runnable
@@ -122,81 +122,105 @@ def _target_preflight(python: str, model_path: str | None, files: dict) -> dict:
 
 
 def dry_run(recipe: dict, res: dict, python: str, show: bool = True) -> tuple[dict, list, list]:
-    """The trainer's path on CPU with live progress on stderr: (facts, findings, checks)."""
+    """`recipes run --dry-run`: the trainer's path on CPU with live progress on stderr, judged by the
+    dry run's rules: (facts, findings, checks)."""
     dry = dry_run_fact(recipe, res, python, show)
     findings, checks = evaluate_dry_run(dry, catalog.command_ref(recipe), python)
     return dry, findings, checks
 
 
-def _dry_run_check(dry: dict, findings: list, recipe: dict, python: str) -> PreflightCheck:
-    if dry.get("ok"):
-        return PreflightCheck("trainer on CPU", True, f"verl's trainer path passes up to its first GPU call "
-                              f"({dry.get('seconds')} s); next: {next_on_gpu(dry)}")
-    if not dry.get("steps"):
-        return PreflightCheck("trainer on CPU", False, f"the dry run could not run: {dry.get('error')}",
-                              runnable(f"recipes run {catalog.command_ref(recipe)} --dry-run --python {python}"))
-    errors = [f for f in findings if f.severity == "error"]
-    head = errors[0] if errors else None
-    return PreflightCheck("trainer on CPU", False, head.title if head else "a step failed",
-                          (head.fix.commands[0] if head and head.fix.commands else None) or
-                          runnable(f"recipes run {catalog.command_ref(recipe)} --dry-run --python {python}"))
+@dataclass
+class Preflight:
+    """The preflight's answer: the doctor's own check of the target with the recipe's facts (its
+    composed config, GPU needs and dry run are rules' findings there), and the files the trainer
+    will read (model, weights, tokenizer, data). `lines()` says what stops the run, one per part."""
 
+    result: CheckResult
+    model: list[PreflightCheck]    # the model folder and its weights (read here)
+    files: list[PreflightCheck]    # tokenizer and data (read in the target)
+    recipe: dict
+    python: str
 
-def preflight(recipe: dict, res: dict, python: str, say=None, fast: bool = False) -> list[PreflightCheck]:
-    say = say or (lambda msg: None)
-    checks: list[PreflightCheck] = []
-    say("doctor check of the target …")
-    # fast (--preflight-fast): the check without its deep probes (imports, registry, Ray smoke; ~20 s
-    # cold, cached afterwards) — the GPU, model and data checks below do not need them.
-    result = run_check(python, fast=fast)
-    # GPU findings are the "GPUs" line below (with the recipe's numbers): not counted twice here.
-    errors = [f for f in result.findings if f.severity == "error" and f.area != "gpu" and not f.caused_by]
-    if errors:
+    def findings(self) -> list[Finding]:
+        return self.result.findings
+
+    def lines(self) -> list[PreflightCheck]:
+        return [self._check_line(), self._gpu_line(), self._config_line(), *self.model,
+                *([self._trainer_line()] if self.result.facts.get("dryrun") else []), *self.files]
+
+    def _check_line(self) -> PreflightCheck:
+        python = self.python
+        # GPU findings are the "GPUs" line (with the recipe's numbers); config and trainer findings have lines of
+        # their own: not counted twice here.
+        errors = [f for f in self.result.findings if f.severity == "error" and f.area not in ("gpu", "config", "trainer")
+                  and not f.caused_by]
+        if not errors:
+            return PreflightCheck("doctor check", True, f"no errors outside the GPU line ({len(self.result.findings)} finding(s))")
         then = runnable(f"doctor fix --python {python}") if any(f.fix.automatic for f in errors) else \
             runnable(f"doctor explain {errors[0].id}")
-        checks.append(PreflightCheck("doctor check", False, f"{len(errors)} error(s): " +
-                            "; ".join(f"{f.id} ({f.title})" for f in errors[:4]),
-                            f"{runnable(f'doctor check --python {python}')}   # then: {then}"))
-    else:
-        checks.append(PreflightCheck("doctor check", True, f"no errors outside the GPU line ({len(result.findings)} finding(s))"))
-    say("config lint …")
-    lint = None
-    try:
-        lint = lint_recipe(python, recipe["_path"])
-        bad = [f for f in lint.findings if f.severity == "error"]
-        checks.append(PreflightCheck("config", not bad, f"verl {lint.compose.get('verl')}: " +
-                            ("; ".join(f"{f.id}: {f.title}" for f in bad) if bad else
-                             f"composes; {len(lint.findings)} warning(s)"),
-                            runnable(f"recipes lint {catalog.command_ref(recipe)} --python {python}") if bad else None))
-    except UsageError as exc:
-        checks.append(PreflightCheck("config", False, str(exc), runnable(f"doctor check --python {python}")))
-    config = lint.ctx.config if lint is not None and lint.ctx is not None else None
-    checks.insert(1, _gpu_check(result.facts.get("gpu") or {}, recipe["hardware"], recipe["name"], config))
-    checks.extend(_model_checks(recipe, res))
-    if not fast:  # the trainer's own path on CPU (~50 s on 2 cores): deep, like the check's probes
-        say("the trainer's path on CPU (dry run) …")
-        dry, dry_findings, _ = dry_run(recipe, res, python, show=False)
-        checks.append(_dry_run_check(dry, dry_findings, recipe, python))
+        return PreflightCheck("doctor check", False, f"{len(errors)} error(s): " +
+                              "; ".join(f"{f.id} ({f.title})" for f in errors[:4]),
+                              f"{runnable(f'doctor check --python {python}')}   # then: {then}")
+
+    def _gpu_line(self) -> PreflightCheck:
+        config = (self.result.facts.get("recipe_config") or {}).get("config")
+        return _gpu_check(self.result.facts.get("gpu") or {}, self.recipe["hardware"], self.recipe["name"], config,
+                          self.result.facts.get("environment") or {})
+
+    def _config_line(self) -> PreflightCheck:
+        fact = self.result.facts.get("recipe_config")
+        ref = catalog.command_ref(self.recipe)
+        if fact is None:
+            why = (self.result.probes.get("recipe_config") or ProbeResult("recipe_config", False)).error
+            return PreflightCheck("config", False, str(why), runnable(f"doctor check --python {self.python}"))
+        config = [f for f in self.result.findings if f.area == "config"]
+        bad = [f for f in config if f.severity == "error"]
+        return PreflightCheck("config", not bad, f"verl {fact.get('verl')}: " +
+                              ("; ".join(f"{f.id}: {f.title}" for f in bad) if bad else f"composes; {len(config)} warning(s)"),
+                              runnable(f"recipes lint {ref} --python {self.python}") if bad else None)
+
+    def _trainer_line(self) -> PreflightCheck:
+        dry = self.result.facts.get("dryrun") or {}
+        again = runnable(f"recipes run {catalog.command_ref(self.recipe)} --dry-run --python {self.python}")
+        if dry.get("ok"):
+            return PreflightCheck("trainer on CPU", True, f"verl's trainer path passes up to its first GPU call "
+                                  f"({dry.get('seconds')} s); next: {next_on_gpu(dry)}")
+        if not dry.get("steps"):
+            return PreflightCheck("trainer on CPU", False, f"the dry run could not run: {dry.get('error')}", again)
+        errors = [f for f in self.result.findings if f.area == "trainer" and f.severity == "error"]
+        head = errors[0] if errors else None
+        return PreflightCheck("trainer on CPU", False, head.title if head else "a step failed",
+                              (head.fix.commands[0] if head and head.fix.commands else None) or again)
+
+
+def preflight(recipe: dict, res: dict, python: str, say=None, fast: bool = False) -> Preflight:
+    say = say or (lambda msg: None)
+    say("doctor check of the target, with the recipe's config, GPUs and (unless fast) the trainer's path on CPU …")
+    # fast (--preflight-fast): the check without its deep probes (imports, registry, Ray smoke; ~20 s
+    # cold, cached afterwards) and without the dry run — the GPU, model and data checks do not need them.
+    result = run_check(python, fast=fast, recipe=recipe, lenient_recipe=True)
+    model = _model_checks(recipe, res)
+    files: list[PreflightCheck] = []
     say("tokenizer and data in the target …")
     tp = _target_preflight(python, res["model_path"] if res["model_local"] else None, res["files"])
     if "error" in tp:
-        checks.append(PreflightCheck("target", False, f"the preflight script failed in the target: {tp['error']}",
-                            runnable(f"doctor check --python {python}")))
-        return checks
+        files.append(PreflightCheck("target", False, f"the preflight script failed in the target: {tp['error']}",
+                                    runnable(f"doctor check --python {python}")))
+        return Preflight(result, model, files, recipe, python)
     if tp.get("tokenizer") is not None:
         t = tp["tokenizer"]
-        checks.append(PreflightCheck("tokenizer", t["ok"], f"{t.get('class')} ({t.get('vocab')} tokens)" if t["ok"] else
-                            f"does not load from {res['model_path']}: {t.get('error')}",
-                            None if t["ok"] else "re-download the model (tokenizer files missing?) or fix transformers"))
+        files.append(PreflightCheck("tokenizer", t["ok"], f"{t.get('class')} ({t.get('vocab')} tokens)" if t["ok"] else
+                                    f"does not load from {res['model_path']}: {t.get('error')}",
+                                    None if t["ok"] else "re-download the model (tokenizer files missing?) or fix transformers"))
     for name, d in tp.get("data", {}).items():
         path = res["files"][name]
         if d.get("ok"):
-            checks.append(PreflightCheck(f"data:{name}", True, f"{path}: {d['rows']} rows, verl's columns"))
+            files.append(PreflightCheck(f"data:{name}", True, f"{path}: {d['rows']} rows, verl's columns"))
         elif d.get("missing"):
-            checks.append(PreflightCheck(f"data:{name}", False, f"{path}: missing verl column(s) {', '.join(d['missing'])} "
-                                f"(has {', '.join(d['columns'])})",
-                                "preprocess it like verl's examples/data_preprocess/gsm8k.py (or recipes data gsm8k --out DIR)"))
+            files.append(PreflightCheck(f"data:{name}", False, f"{path}: missing verl column(s) {', '.join(d['missing'])} "
+                                        f"(has {', '.join(d['columns'])})",
+                                        "preprocess it like verl's examples/data_preprocess/gsm8k.py (or recipes data gsm8k --out DIR)"))
         else:
-            checks.append(PreflightCheck(f"data:{name}", False, f"{path}: {d.get('error')}",
-                                "recipes data gsm8k --out DIR   # a known-good copy"))
-    return checks
+            files.append(PreflightCheck(f"data:{name}", False, f"{path}: {d.get('error')}",
+                                        "recipes data gsm8k --out DIR   # a known-good copy"))
+    return Preflight(result, model, files, recipe, python)
