@@ -88,6 +88,21 @@ def write_bundle(bundle: dict, out: Path) -> Path:
     return out
 
 
+def bundle_target(text: str) -> tuple[str | None, str | None]:
+    """(interpreter, Python 3.N) the bundle's check recorded, or (None, None) when the text is no bundle."""
+    if not text.lstrip().startswith("{"):
+        return None, None
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return None, None
+    if not (isinstance(doc, dict) and doc.get("kind") == KIND):
+        return None, None
+    check = doc.get("check") or {}
+    version = str(((check.get("facts") or {}).get("python") or {}).get("version") or "")
+    return (check.get("target") or {}).get("python"), ".".join(version.split(".")[:2]) or None
+
+
 def bundle_log_text(text: str) -> str | None:
     """The log tail of a bundle file's text, or None when the text is no bundle."""
     if not text.lstrip().startswith("{"):

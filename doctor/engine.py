@@ -40,6 +40,7 @@ class CheckResult:
     replayed_from: str | None = None              # --facts FILE: judged again, nothing probed
     no_gpu: bool = False                          # --no-gpu was given (a replay judges the same way)
     chosen: StackChoice | None = None             # the stack the rules judged against (decided once)
+    target_note: str | None = None                # no --python: which interpreter was taken, in words
 
 
 def collect_facts(python: str, *, fast: bool = False, use_cache: bool = True, scale: float = 1.0,

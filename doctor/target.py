@@ -19,9 +19,19 @@ def default_python() -> str:
     return sys.executable
 
 
+def default_note(arg: str | None = None) -> str | None:
+    """Which interpreter a command without --python inspects, in words (None when --python was given)."""
+    if arg is not None:
+        return None
+    if os.environ.get("VIRTUAL_ENV") and default_python() != sys.executable:
+        return f"the active virtualenv ($VIRTUAL_ENV={os.environ['VIRTUAL_ENV']})"
+    return "the doctor's own interpreter (no --python given and no active virtualenv)"
+
+
 def resolve_python(arg: str | None) -> str:
     """Validate --python: it must be an existing, executable file (a Python is confirmed when the
-    first probe runs in it)."""
+    first probe runs in it). Without it, the default (default_note() says which, in the command's
+    first line: a target is never chosen silently)."""
     if arg is None:
         return default_python()
     path = Path(arg).expanduser()

@@ -11,7 +11,7 @@ from doctor.bundle import make_bundle, write_bundle
 from doctor.engine import run_check
 from doctor.errors import UsageError
 from doctor.report.json_report import to_document
-from doctor.target import resolve_python
+from doctor.target import default_note, resolve_python
 from doctor.uv import runnable
 from doctor.recipes import catalog
 from doctor.recipes.launch import trainer_command
@@ -36,7 +36,10 @@ def run_bundle(args) -> int:
                          recipe=recipe, shorten_home=args.shorten_home)
     path = write_bundle(bundle, out)
     errors = [f for f in result.findings if f.severity == "error" and not f.caused_by]
-    print(f"bundle {path} ({path.stat().st_size // 1024} KiB): check ({len(errors)} error(s))"
+    note = default_note(args.python)
+    print(f"bundle {path} ({path.stat().st_size // 1024} KiB) of {python}" + (f" ({note}: --python PATH for the training env)"
+                                                                             if note else "")
+          + f": check ({len(errors)} error(s))"
           + (", log tail and its triage" if args.log else "") + (f", recipe {args.recipe}" if recipe else ""))
     print(f"attach it to the issue; read it back with: {runnable(f'doctor check --facts {path}')}"
           + (f" · {runnable(f'doctor triage {path}')}" if args.log else ""))

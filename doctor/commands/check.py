@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from doctor.engine import run_check as engine_check
-from doctor.target import resolve_python
+from doctor.target import default_note, resolve_python
 from doctor.results import ExitCode
 from doctor.errors import UsageError
 from doctor.probes import TARGET_PROBES
@@ -105,6 +105,7 @@ def run_check(args) -> int:
     finally:
         if status:
             status.stop()
+    result.target_note = default_note(args.python)
     crashed = _render(result, args)
     if crashed is not None:
         return crashed

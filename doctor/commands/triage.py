@@ -9,7 +9,7 @@ from doctor.errors import UsageError
 from doctor.results import ExitCode
 from doctor.target import resolve_python
 from doctor.triage import looks_like_a_log, read_log, spec, triage_text
-from doctor.bundle import bundle_log_text
+from doctor.bundle import bundle_log_text, bundle_target
 from doctor.report.text import render_triage
 
 
@@ -27,13 +27,18 @@ def _python_version(python: str) -> str | None:
 
 def run_triage(args) -> int:
     text = read_log(args.log)
+    recorded, recorded_version = bundle_target(text)  # a bug-report bundle: its env is the default target
     text = bundle_log_text(text) or text  # a bug-report bundle: its log tail
     if not looks_like_a_log(text.splitlines(), spec()):
         raise UsageError(f"{args.log}: not a console log (no traceback, error, log-level, Ray or step line); "
                          "give the training run's output (e.g. the file `| tee` wrote)")
-    python = resolve_python(args.python)
+    if args.python is None and recorded:
+        python, version = recorded, recorded_version  # the fixes name the env the bundle recorded
+    else:
+        python = resolve_python(args.python)
+        version = _python_version(python)
     try:
-        t = triage_text(text, args.log, python=python, python_version=_python_version(python))
+        t = triage_text(text, args.log, python=python, python_version=version)
     except Exception as exc:  # noqa: BLE001 - the doctor's own bug: one line, not a traceback
         import sys
         import traceback

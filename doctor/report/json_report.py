@@ -14,7 +14,8 @@ def to_document(result) -> dict:
     return {
         "schema_version": SCHEMA_VERSION,
         "doctor_version": __version__,
-        "target": {"python": result.python, **result.facts.get("python", {})},
+        "target": {"python": result.python, **result.facts.get("python", {}),
+                   **({"chosen_by": result.target_note} if getattr(result, "target_note", None) else {})},
         "findings": [f.to_dict() for f in result.findings],
         "checks": [c.to_dict() for c in result.checks],
         "probes": {n: {"ok": r.ok, "error": r.error, "cached": r.cached} for n, r in result.probes.items()},

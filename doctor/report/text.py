@@ -25,9 +25,13 @@ def render(result, console: Console | None = None, verbose: bool = False) -> Non
     console = console or Console(highlight=False, soft_wrap=True)
     t = result.facts.get("python", {})
     console.print(f"[bold]verl-doctor[/] · target {escape(result.python)} (Python {t.get('version')}, "
-                  f"{len(result.facts.get('distributions', {}))} distributions)")
+                  f"{len(result.facts.get('distributions', {}))} distributions)"
+                  + (f" [yellow]· {escape(result.target_note)}: --python PATH for the training env[/]"
+                     if getattr(result, "target_note", None) else ""))
     if result.replayed_from:
         console.print(f"[dim]facts recorded in {escape(result.replayed_from)}, judged by this doctor; nothing was probed[/]")
+    for line in gpu_banner(result):
+        console.print(line)
     by_id = {f.id: f for f in result.findings}
     consequences: dict[str, list] = {}
     for f in result.findings:
@@ -72,6 +76,20 @@ def render(result, console: Console | None = None, verbose: bool = False) -> Non
     if errors or warnings:
         console.print(f"[dim]{escape(runnable('doctor explain ID'))} · {escape(runnable('doctor fix --dry-run'))}"
                       + ("" if verbose else " · --verbose lists every check") + "[/]")
+
+
+def gpu_banner(result) -> list[str]:
+    """A machine without a usable GPU, named once at the top: what it means for the exit code, and
+    the flag that changes it."""
+    gpu = result.facts.get("gpu") or {}
+    if result.no_gpu:
+        return ["[dim]--no-gpu: no GPU is expected here; the GPU checks are skipped and do not count in the "
+                "exit code[/]"]
+    if gpu.get("available") is False:
+        why = gpu.get("reason") or "NVML found no GPU"
+        return [f"[yellow]no usable NVIDIA GPU on this machine[/] [dim]({escape(str(why))}): that is an error "
+                "(gpu.none, exit 1) where training runs; on a login node or in CPU CI, add --no-gpu[/]"]
+    return []
 
 
 def _rest_line(console: Console, checks) -> str:
