@@ -9,7 +9,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from doctor import logparse
+from doctor import knowledge, logparse
 from doctor.errors import UsageError
 from doctor.recipes import catalog
 from doctor.recipes import report
@@ -19,11 +19,27 @@ from doctor.recipes.dryrun import next_on_gpu
 from doctor.recipes.launch import launch, trainer_command
 from doctor.recipes.lint import LintResult, lint_overrides, lint_recipe, write_fixed
 from doctor.recipes.preflight import dry_run, preflight
-from doctor.report.recipes_text import (render_dry_run, render_lint, render_preflight, render_report, render_run_triage,
-                                        render_verdict)
+from doctor.report.recipes_text import (render_dry_run, render_lint, render_preflight, render_recipe, render_recipe_list,
+                                        render_report, render_run_triage, render_verdict)
 from doctor.results import ExitCode
 from doctor.target import resolve_python
 from doctor.triage import read_log, triage_text
+
+
+def run_catalog(args) -> int:
+    """`recipes list`, `show NAME`, `data NAME --out DIR`."""
+    if args.command == "list":
+        render_recipe_list([catalog.load(n) for n in catalog.names()])
+    elif args.command == "show":
+        r = catalog.load(args.name)
+        res = catalog.resolve(r)
+        use = catalog.data_use(res["overrides"], knowledge.load("config_rules")["gsm8k_train_rows"]) \
+            if r["data"] == "builtin:gsm8k" else None
+        render_recipe(r, res, use)
+    else:
+        for path in catalog.write_dataset(args.dataset, args.out):
+            print(path)
+    return ExitCode.OK
 
 
 def run_lint(args) -> int:

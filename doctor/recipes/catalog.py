@@ -12,14 +12,12 @@ import json
 import os
 import re
 import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from doctor.errors import UsageError
-from doctor import knowledge
 from doctor.paths import recipes_dir
 
 PKG_DATA = Path(__file__).parent / "data"
@@ -270,65 +268,8 @@ def data_use(overrides: list[str], rows: int) -> str | None:
 # -- commands ----------------------------------------------------------------------------------
 
 
-def run(args) -> int:
-    if args.command == "list":
-        return _list()
-    if args.command == "show":
-        return _show(args.name)
-    if args.command == "data":
-        return _data(args.dataset, args.out)
-    raise UsageError(f"unknown command {args.command}")
-
-
-def _list() -> int:
-    from rich.console import Console
-    from rich.table import Table
-
-    t = Table(title="recipes")
-    for col in ("name", "GPUs", "stack", "description"):
-        t.add_column(col)
-    for n in names():
-        r = load(n)
-        t.add_row(n, str(r["hardware"]["gpus"]), r["stack"], r["description"])
-    Console().print(t)
-    return 0
-
-
-def _show(name: str) -> int:
-    r = load(name)
-    res = resolve(r)
-    out = sys.stdout
-    out.write(f"{r['name']}: {r['description']}\n  file: {r['_path']}\n  stack: {r['stack']}\n")
-    hw = r["hardware"]
-    out.write(f"  hardware: {hw['gpus']} GPU(s), ≥ {hw.get('min_memory_gib', '?')} GiB each; bands from: "
-              f"{hw.get('measured_on', 'unknown')}\n")
-    name = r["model"].get("id") or r["model"].get("path")
-    where = (f"local at {res['model_path']}" if res["model_local"] else
-             "not downloaded here: the run fetches it from the Hugging Face Hub (VERL_DOCTOR_MODEL_PATH=DIR uses a local copy)"
-             if res["model_path"] == name else f"{res['model_path']} (not on this machine)")
-    out.write(f"  model: {name} ({r['model'].get('architecture', '?')}), {where}\n")
-    out.write(f"  data: {res['files']['train']}, {res['files']['val']}\n")
-    if r["data"] == "builtin:gsm8k":
-        du = data_use(res["overrides"], knowledge.load("config_rules")["gsm8k_train_rows"])
-        if du:
-            out.write(f"  data use: {du}\n")
-    if res["env"]:
-        out.write("  env: " + " ".join(f"{k}={v}" for k, v in res["env"].items()) + "\n")
-    out.write("  overrides:\n" + "".join(f"    {o}\n" for o in res["overrides"]))
-    q = r.get("quick") or {}
-    if q:
-        out.write(f"  quick mode: trainer.total_training_steps={q.get('max_steps')}\n")
-    for title, bands in (("expected bands", r.get("bands") or []), ("quick-mode bands", q.get("bands") or [])):
-        if bands:
-            out.write(f"  {title}:\n")
-            for b in bands:
-                gate = "" if b.get("gate", True) else " (informational)"
-                out.write(f"    {b['metric']} [{b.get('agg', 'last')}] {b['comparison']} {b['value']}{gate}  — "
-                          f"{b.get('status', 'claimed')}: {b['source']}\n")
-    return 0
-
-
-def _data(dataset: str, out_dir: str) -> int:
+def write_dataset(dataset: str, out_dir: str) -> list[Path]:
+    """`recipes data NAME --out DIR`: a shipped dataset's files, copied; their paths."""
     if dataset not in DATASETS:
         raise UsageError(f"unknown dataset {dataset!r} (known: {', '.join(DATASETS)})")
     d = DATASETS[dataset]
@@ -341,6 +282,4 @@ def _data(dataset: str, out_dir: str) -> int:
             shutil.copyfile(d["dir"] / f, out / f)
     except OSError as exc:
         raise UsageError(f"--out {out_dir}: cannot write: {exc.strerror or exc}") from None
-    for f in d["files"]:
-        print(out / f)
-    return 0
+    return [out / f for f in d["files"]]

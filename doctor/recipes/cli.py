@@ -50,9 +50,9 @@ def build_parser() -> Parser:
 
 
 HANDLERS = {
-    "list": "doctor.recipes.catalog:run",
-    "show": "doctor.recipes.catalog:run",
-    "data": "doctor.recipes.catalog:run",
+    "list": "doctor.commands.recipes:run_catalog",
+    "show": "doctor.commands.recipes:run_catalog",
+    "data": "doctor.commands.recipes:run_catalog",
     "lint": "doctor.commands.recipes:run_lint",
     "run": "doctor.commands.recipes:run_recipe",
     "report": "doctor.commands.recipes:run_report",

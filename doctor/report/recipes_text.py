@@ -3,7 +3,9 @@ print on a terminal."""
 
 from __future__ import annotations
 
+import shutil
 import sys
+import textwrap
 from pathlib import Path
 
 from rich.console import Console
@@ -130,3 +132,44 @@ def render_report(s: dict, files: dict[str, Path], parse_s: float) -> None:
     console.print(t)
     console.print(f"[dim]parsed in {parse_s * 1000:.0f} ms · wrote {escape(str(files['metrics']))}, "
                   f"{files['summary'].name}, {files['html'].name}[/]")
+
+
+def render_recipe_list(recipes: list[dict], out=None) -> None:
+    """`recipes list`: one block per recipe, wrapped to the terminal (80 columns in a pipe), never cut."""
+    out = out or sys.stdout
+    width = shutil.get_terminal_size((80, 24)).columns if out.isatty() else 80
+    for r in recipes:
+        out.write(f"{r['name']}  ({r['hardware']['gpus']} GPU{'s' if r['hardware']['gpus'] != 1 else ''}, "
+                  f"stack {r['stack']})\n")
+        out.write(textwrap.fill(r["description"], width=max(40, width), initial_indent="    ",
+                                subsequent_indent="    ", break_on_hyphens=False, break_long_words=False) + "\n")
+
+
+def render_recipe(r: dict, res: dict, data_use: str | None, out=None) -> None:
+    """`recipes show NAME`."""
+    out = out or sys.stdout
+    out.write(f"{r['name']}: {r['description']}\n  file: {r['_path']}\n  stack: {r['stack']}\n")
+    hw = r["hardware"]
+    out.write(f"  hardware: {hw['gpus']} GPU(s), ≥ {hw.get('min_memory_gib', '?')} GiB each; bands from: "
+              f"{hw.get('measured_on', 'unknown')}\n")
+    name = r["model"].get("id") or r["model"].get("path")
+    where = (f"local at {res['model_path']}" if res["model_local"] else
+             "not downloaded here: the run fetches it from the Hugging Face Hub (VERL_DOCTOR_MODEL_PATH=DIR uses a local copy)"
+             if res["model_path"] == name else f"{res['model_path']} (not on this machine)")
+    out.write(f"  model: {name} ({r['model'].get('architecture', '?')}), {where}\n")
+    out.write(f"  data: {res['files']['train']}, {res['files']['val']}\n")
+    if data_use:
+        out.write(f"  data use: {data_use}\n")
+    if res["env"]:
+        out.write("  env: " + " ".join(f"{k}={v}" for k, v in res["env"].items()) + "\n")
+    out.write("  overrides:\n" + "".join(f"    {o}\n" for o in res["overrides"]))
+    q = r.get("quick") or {}
+    if q:
+        out.write(f"  quick mode: trainer.total_training_steps={q.get('max_steps')}\n")
+    for title, bands in (("expected bands", r.get("bands") or []), ("quick-mode bands", q.get("bands") or [])):
+        if bands:
+            out.write(f"  {title}:\n")
+            for b in bands:
+                gate = "" if b.get("gate", True) else " (informational)"
+                out.write(f"    {b['metric']} [{b.get('agg', 'last')}] {b['comparison']} {b['value']}{gate}  — "
+                          f"{b.get('status', 'claimed')}: {b['source']}\n")
