@@ -1,6 +1,6 @@
 """`doctor fix` and `doctor rollback` as sessions: the order of the work, and what is kept.
 
-fix: check → plan (knowledge/fixes.yaml) → confirm → snapshot → apply → re-check; a re-check with a
+fix: check → plan (findings.yaml fix.plan) → confirm → snapshot → apply → re-check; a re-check with a
 new error, or with an error the plan targeted still there, rolls back at once. rollback: snapshot
 what it replaces, then restore. What the user sees is a FixUI's business (report/fix_text.py on a
 terminal; nothing with --json, whose document is the session's return value)."""

@@ -89,7 +89,8 @@ def _register() -> None:
         return rule
 
     for spec in knowledge.load("dryrun")["steps"]:
-        TRAINER_RULES(f"dry run: {spec['title']}", needs=("dryrun",))(judge(spec))
+        TRAINER_RULES(f"dry run: {spec['title']}", needs=("dryrun",),
+                      emits=("trainer.step-failed", "trainer.rows-dropped", "trainer.reward-indistinct"))(judge(spec))
 
 
 _register()

@@ -29,7 +29,7 @@ def _ext_driver_evidence(facts) -> list[str]:
     return out
 
 
-@rule("an NVIDIA GPU is usable", "gpu", needs=("gpu",), applies=no_gpu_expected)
+@rule("an NVIDIA GPU is usable", "gpu", needs=("gpu",), applies=no_gpu_expected, emits=("gpu.none",))
 def none(facts, ctx):
     gpu = facts["gpu"]
     if gpu.get("available") and gpu.get("gpus"):
@@ -77,7 +77,8 @@ def min_driver(cuda: tuple[int, int]) -> str | None:
     return table.get(f"{cuda[0]}.{cuda[1]}")
 
 
-@rule("the driver supports the CUDA of torch and of each NVIDIA wheel", "gpu", needs=("gpu",), applies=no_gpu_expected)
+@rule("the driver supports the CUDA of torch and of each NVIDIA wheel", "gpu", needs=("gpu",), applies=no_gpu_expected,
+    emits=("gpu.driver-older-minor", "gpu.driver-too-old"))
 def driver_too_old(facts, ctx):
     _gpus(facts)
     gpu = facts["gpu"]
@@ -107,7 +108,8 @@ def _without(ld_path: str | None, directory: str) -> str:
     return ":".join(keep)
 
 
-@rule("a CUDA process loads the kernel driver's own libcuda", "gpu", needs=("gpu",), applies=no_gpu_expected)
+@rule("a CUDA process loads the kernel driver's own libcuda", "gpu", needs=("gpu",), applies=no_gpu_expected,
+    emits=("gpu.libcuda-compat-older", "gpu.libcuda-forward-compat", "gpu.libcuda-missing", "gpu.libcuda-userspace-mismatch"))
 def libcuda_matches_kernel(facts, ctx):
     lib = facts["gpu"].get("libcuda")
     if not isinstance(lib, dict):
@@ -140,7 +142,7 @@ def libcuda_matches_kernel(facts, ctx):
         yield make("gpu.libcuda-userspace-mismatch", ev, **params)
 
 
-@rule("GPUs support bfloat16", "gpu", needs=("gpu",), applies=no_gpu_expected)
+@rule("GPUs support bfloat16", "gpu", needs=("gpu",), applies=no_gpu_expected, emits=("gpu.bf16-unsupported",))
 def bf16(facts, ctx):
     need = tuple(knowledge.load("system")["gpu"]["min_compute_capability_bf16"])
     for g in _gpus(facts):
@@ -151,7 +153,7 @@ def bf16(facts, ctx):
                        index=g.get("index"), name=g.get("name", "?"), cc=f"{cc[0]}.{cc[1]}", python=ctx.python)
 
 
-@rule("no other process holds GPU memory", "gpu", needs=("gpu",), applies=no_gpu_expected)
+@rule("no other process holds GPU memory", "gpu", needs=("gpu",), applies=no_gpu_expected, emits=("gpu.memory-held",))
 def memory_held(facts, ctx):
     # Processes, not memory_used: NVML counts ~600 MB of driver-reserved memory as used even on an
     # idle GPU (fixtures/h200).
@@ -207,7 +209,8 @@ def _name_of(g: dict) -> str:
     return f"GPU {g.get('index')} {g.get('name', '?')}"
 
 
-@rule("CUDA_VISIBLE_DEVICES selects the GPUs meant", "gpu", needs=("gpu",), applies=no_gpu_expected)
+@rule("CUDA_VISIBLE_DEVICES selects the GPUs meant", "gpu", needs=("gpu",), applies=no_gpu_expected,
+    emits=("gpu.device-order", "gpu.selection-duplicate", "gpu.selection-empty", "gpu.selection-truncated"))
 def device_selection(facts, ctx):
     gpus = _gpus(facts)
     env = facts.get("environment") or {}
@@ -260,7 +263,8 @@ def _arch_list(lib: dict) -> str:
     return sm + (f", PTX {ptx}" if ptx else ", no PTX")
 
 
-@rule("the compiled kernels cover the job's GPUs", "gpu", needs=("gpu", "kernels"), applies=no_gpu_expected)
+@rule("the compiled kernels cover the job's GPUs", "gpu", needs=("gpu", "kernels"), applies=no_gpu_expected,
+    emits=("gpu.kernels-jit", "gpu.no-kernel-image"))
 def kernels_for_gpus(facts, ctx):
     sel = job_selection(facts)
     gpus = [g for g in sel["devices"] if _cc(g)] if _gpus(facts) else []
@@ -288,7 +292,7 @@ def kernels_for_gpus(facts, ctx):
 
 
 @rule("FlashAttention-2 supports the job's GPUs", "attention", needs=("gpu",), requires=("flash-attn",),
-      applies=no_gpu_expected)
+      applies=no_gpu_expected, emits=("gpu.flash-attn-unsupported-arch",))
 def flash_attn_arch(facts, ctx):
     need = tuple(knowledge.load("system")["gpu"]["min_compute_capability_flash_attn"])
     _gpus(facts)

@@ -12,7 +12,8 @@ from doctor.rules.common import (active_stack, culprits, differs_from_reference,
 from doctor.rules.stack import dists_missing_finding
 
 
-@rule("the stack's modules import", "imports", needs=("imports",))
+@rule("the stack's modules import", "imports", needs=("imports",),
+    emits=("signature:import", "import.failed", "stack.culprit", "stack.dists-missing"))
 def failed(facts, ctx):
     owned_by_ray = knowledge.load("ray")["imports"]
     stack = active_stack(facts, ctx)
