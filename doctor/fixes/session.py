@@ -17,15 +17,13 @@ from typing import TYPE_CHECKING, Callable, Protocol
 from rich.markup import escape as esc
 
 from doctor.fixes import ApplyContext, FixError, build_plan
+from doctor.findings import is_host_fact
 from doctor.fixes import snapshot as snapmod
 from doctor.results import ExitCode, Severity
 from doctor.uv import runnable
 
 if TYPE_CHECKING:
     from doctor.engine import CheckResult
-
-HOST_FACT_PREFIXES = ("gpu.",)  # errors about the machine, not the env: never judged by a re-check
-
 
 class FixUI(Protocol):
     def say(self, markup: str) -> None: ...
@@ -83,9 +81,10 @@ def summary(findings) -> dict:
 
 
 def judge(before, after, targets: set[str]) -> tuple[list[str], list[str]]:
-    """(new errors, targeted errors still there). Host facts (gpu.*) never count."""
+    """(new errors, targeted errors still there). Host facts (findings.yaml scope: host) never count:
+    no change to the environment makes or clears them."""
     def errs(findings):
-        return {f.id for f in findings if f.severity == Severity.ERROR and not f.id.startswith(HOST_FACT_PREFIXES)}
+        return {f.id for f in findings if f.severity == Severity.ERROR and not is_host_fact(f)}
 
     b, a = errs(before), errs(after)
     return sorted(a - b), sorted(a & b & targets)

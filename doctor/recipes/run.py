@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from doctor.errors import UsageError
+from doctor.findings import is_host_fact
 from doctor.recipes import catalog
 from doctor.recipes.logparse import parse_step
 from doctor.results import ExitCode
@@ -208,8 +209,12 @@ def preflight(recipe: dict, res: dict, python: str, say=None, fast: bool = False
     # fast (--preflight-fast): the check without its deep probes (imports, registry, Ray smoke; ~20 s
     # cold, cached afterwards) — the GPU, model and data checks below do not need them.
     result = run_check(python, fast=fast)
-    # GPU findings are the "GPUs" line below (with the recipe's numbers): not counted twice here.
-    errors = [f for f in result.findings if f.severity == "error" and f.area != "gpu" and not f.caused_by]
+    # Host facts (findings.yaml scope: host) are not the environment's: `doctor fix` cannot change
+    # them. gpu.none is the "GPUs" line below (with the recipe's numbers); the others get a "host"
+    # line of their own. Environment errors about GPUs (kernels, the env's CUDA vs the driver) are
+    # the environment's and stay on the "doctor check" line.
+    host_errors = [f for f in result.findings if f.severity == "error" and is_host_fact(f) and f.id != "gpu.none"]
+    errors = [f for f in result.findings if f.severity == "error" and not is_host_fact(f) and not f.caused_by]
     if errors:
         then = runnable(f"doctor fix --python {python}") if any(f.fix.automatic for f in errors) else \
             runnable(f"doctor explain {errors[0].id}")
@@ -217,7 +222,11 @@ def preflight(recipe: dict, res: dict, python: str, say=None, fast: bool = False
                             "; ".join(f"{f.id} ({f.title})" for f in errors[:4]),
                             f"{runnable(f'doctor check --python {python}')}   # then: {then}"))
     else:
-        checks.append(PreflightCheck("doctor check", True, f"no errors outside the GPU line ({len(result.findings)} finding(s))"))
+        checks.append(PreflightCheck("doctor check", True, f"no errors in the environment ({len(result.findings)} finding(s))"))
+    if host_errors:
+        checks.append(PreflightCheck("host", False, f"{len(host_errors)} error(s) of this machine: " +
+                                     "; ".join(f"{f.id} ({f.title})" for f in host_errors[:4]),
+                                     runnable(f"doctor explain {host_errors[0].id}")))
     say("config lint …")
     lint = None
     try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.markup import escape
 
-from doctor.fixes.session import HOST_FACT_PREFIXES
+from doctor.findings import is_host_fact
 from doctor.uv import runnable
 
 
@@ -81,7 +81,7 @@ class TextUI:
                        f"[dim](apply {t['apply_s']:.1f} s, re-check {t['recheck_s']:.1f} s)[/]")
         for f in remaining:
             mark, colour = ("✗", "red") if f.severity == "error" else ("!", "yellow")
-            note = " (host fact, not the env)" if f.id.startswith(HOST_FACT_PREFIXES) else ""
+            note = " (host fact, not the env)" if is_host_fact(f) else ""
             self.out.print(f"  still reported: [{colour}]{mark} {escape(f.id)}[/]{note}: {escape(f.title)}")
         self.out.print(f"  undo with: {escape(runnable(f'doctor rollback {snap_id}'))}")
 

@@ -119,3 +119,35 @@ def link_root_causes(findings: dict[str, Finding]) -> None:
             if present and findings[present[0]].caused_by is None:
                 f.caused_by = present[0]
                 break
+
+
+def all_rules() -> list:
+    """Every registered rule: the environment rules, the config rules and the dry-run rules."""
+    from doctor.rules.config import CONFIG_RULES
+    from doctor.rules.dryrun import TRAINER_RULES
+
+    _load_rule_modules()
+    return [*RULES, *CONFIG_RULES, *TRAINER_RULES]
+
+
+def reported_by(finding_id: str) -> list[str]:
+    """Who reports a finding ID: the rules (module:function) whose `emits` declares it, the triage for
+    a log signature, the evaluate loop, or the entry's `produced_by`. `doctor explain` prints it."""
+    from doctor.findings import definition
+    from doctor.rules.registry import LOOP_IDS, declares, signature_ids
+
+    out = []
+    for r in all_rules():
+        if declares(r.emits, finding_id):
+            via = " (an import signature, knowledge/signatures.yaml)" if not declares(
+                [p for p in r.emits if not p.startswith("signature:")], finding_id) else ""
+            out.append(f"{r.name}: {r.check}{via}")
+    out = list(dict.fromkeys(out))
+    if finding_id in signature_ids("log"):
+        out.append("doctor.triage: a log signature (knowledge/signatures.yaml) in `doctor triage LOG`")
+    if finding_id in LOOP_IDS:
+        out.append("doctor.rules.registry:run_rule: the evaluate loop, when a rule raises")
+    spec = definition(finding_id)
+    if spec and spec.get("produced_by"):
+        out.append(spec["produced_by"])
+    return out
