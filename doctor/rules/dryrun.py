@@ -90,7 +90,8 @@ def _register() -> None:
 
     for spec in knowledge.load("dryrun")["steps"]:
         TRAINER_RULES(f"dry run: {spec['title']}", needs=("dryrun",),
-                      emits=("trainer.step-failed", "trainer.rows-dropped", "trainer.reward-indistinct"))(judge(spec))
+                      emits=("trainer.step-failed", "trainer.rows-dropped", "trainer.reward-indistinct",
+                             "signature:log"))(judge(spec))
 
 
 _register()

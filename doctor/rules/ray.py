@@ -190,7 +190,8 @@ def import_failed(facts, ctx):
                ray=installed(facts, "ray"), dist=info.get("missing_module") or "ray", python=ctx.python)
 
 
-@rule("a private Ray instance starts and runs a task", "ray", needs=("ray_smoke",), requires=("ray",), emits=("ray.smoke-failed",))
+@rule("a private Ray instance starts and runs a task", "ray", needs=("ray_smoke",), requires=("ray",),
+      emits=("ray.smoke-failed", "signature:log"))
 def smoke_failed(facts, ctx):
     smoke = facts["ray_smoke"]
     if smoke.get("ok") or smoke.get("stage") == "import":  # import failures: ray.import-failed / protobuf

@@ -20,7 +20,8 @@ def tokenizer(facts, ctx):
                    transformers=installed(facts, "transformers") or "?", python=ctx.python)
 
 
-@rule("vLLM can inspect Qwen2ForCausalLM", "vllm", needs=("registry",), requires=("vllm",), emits=("vllm.qwen2-not-inspectable",))
+@rule("vLLM can inspect Qwen2ForCausalLM", "vllm", needs=("registry",), requires=("vllm",),
+      emits=("vllm.qwen2-not-inspectable", "signature:log"))
 def qwen2(facts, ctx):
     reg = facts["registry"]
     if not reg.get("ran"):
