@@ -17,6 +17,11 @@ sys.path.insert(0, str(REPO / "tests"))
 
 import envs  # noqa: E402
 
+# Contract slips are errors in the tests, never printed to users: a finding whose {placeholder} its
+# rule does not fill, or an ID a rule emits without declaring it (doctor/findings.py strict()).
+# Subprocesses of the doctor inherit it.
+os.environ.setdefault("VERL_DOCTOR_STRICT", "1")
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _isolated_cache(tmp_path_factory):

@@ -1,4 +1,4 @@
-"""`doctor explain ID`: meaning, cause, fix and sources of a finding (ruff-rule style)."""
+"""`doctor explain ID`: meaning, cause, fix, the rule that reports it and sources of a finding (ruff-rule style)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from rich.markup import escape
 
 from doctor import knowledge
 from doctor.errors import UsageError
-from doctor.findings import definition
+from doctor.findings import definition, is_automatic
+from doctor.rules import reported_by
 
 
 _PLACEHOLDER = re.compile(r"{(\w+)}")
@@ -47,7 +48,7 @@ def run_explain(finding_id: str | None) -> int:
         near = difflib.get_close_matches(finding_id, [r[0] for r in rows], n=3, cutoff=0.6)
         hint = f"; did you mean {' or '.join(near)}?" if near else " (`doctor explain` lists them all)"
         raise UsageError(f"unknown finding ID {finding_id!r}{hint}")
-    console.print(f"[bold]{finding_id}[/] · area {spec['area']} · severity {spec['severity']}")
+    console.print(f"[bold]{finding_id}[/] · area {spec['area']} · severity {spec['severity']} · scope {spec['scope']}")
     console.print(f"\n[bold]What it means[/]\n  {escape(spec['meaning'])}")
     if finding_id in versions:
         console.print("\n[bold]Known-good ranges[/]")
@@ -57,10 +58,13 @@ def run_explain(finding_id: str | None) -> int:
     else:
         console.print(f"\n[bold]Why it happens[/]\n  {escape(spec['why'])}")
     fix = spec["fix"]
-    auto = "yes" if fix.get("automatic") else "no (manual)"
+    auto = "yes" if is_automatic(spec) else "no (manual)"
     console.print(f"\n[bold]How to fix it[/]  [dim](doctor fix: {auto})[/]\n  {escape(fix['summary'])}")
     for cmd in fix.get("commands", []):
         console.print(f"  $ {escape(cmd)}")
+    console.print("\n[bold]Reported by[/]")
+    for who in reported_by(finding_id):
+        console.print(f"  - {escape(who)}")
     if finding_id not in versions:
         console.print("\n[bold]Sources[/]")
         for s in spec.get("sources", []):

@@ -1,4 +1,4 @@
-"""`doctor fix` framework: findings + knowledge/fixes.yaml → a Plan of ordered Steps.
+"""`doctor fix` framework: findings + their fix plans (knowledge/findings.yaml fix.plan) → a Plan of ordered Steps.
 
 A Step has a kind (STEP_KINDS), a description, the exact commands it runs, what it changes, the
 finding IDs it targets with the reason and source of each requirement, and apply(); what apply()
@@ -6,7 +6,8 @@ returns is the step's undo record, written into the snapshot before the next ste
 Package kinds are undone together by restoring the snapshot's freeze (snapshot.restore); other
 kinds (e.g. moving a stale Ray session directory aside) undo themselves from their record.
 
-Which requirement a finding maps to is data (knowledge/fixes.yaml), never code here."""
+Which requirement a finding maps to is data (the finding's `fix.plan` in knowledge/findings.yaml),
+never code here."""
 
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ class StepKind:
     restores_packages = False
 
     def make_step(self, finding, entry: dict, *, python: str, stack: dict | None) -> "Step":
-        """The Step for one finding and its fixes.yaml entry (kinds other than the package kinds)."""
+        """The Step for one finding and its fix plan (kinds other than the package kinds)."""
         raise NotImplementedError
 
     def prepare(self, step: "Step", ctx: ApplyContext) -> None:
@@ -110,17 +111,17 @@ class Plan:
 
 
 def fix_entries() -> list[dict]:
-    return knowledge.load("fixes")
+    """Every fix plan, with the ID (or family, `version.*`) of the finding entry that holds it."""
+    return [{"id": d["id"], **d["fix"]["plan"]} for d in knowledge.load("findings") if "plan" in d["fix"]]
 
 
 def entry_for(finding_id: str) -> dict | None:
-    """The fixes.yaml entry for an ID: exact match first, then its family (`version.*`)."""
-    entries = fix_entries()
-    for e in entries:
-        if e["id"] == finding_id:
-            return e
-    family = finding_id.split(".", 1)[0] + ".*"
-    return next((e for e in entries if e["id"] == family), None)
+    """The fix plan for an ID (its finding entry: exact match first, then its family `version.*`),
+    with the entry's ID; None when the fix is manual."""
+    spec = definition(finding_id)
+    if spec is None or "plan" not in spec["fix"]:
+        return None
+    return {"id": spec["id"], **spec["fix"]["plan"]}
 
 
 def _stack_constraint(stack: dict | None, dist: str) -> dict | None:
@@ -163,7 +164,7 @@ def validate_only(only: list[str] | None) -> None:
 
 def build_plan(findings, *, python: str, stack: dict | None, lockfile: str | None = None,
                only: list[str] | None = None, protected: dict[str, str] | None = None) -> Plan:
-    """Ordered steps for every automatic finding that has an entry in fixes.yaml.
+    """Ordered steps for every automatic finding (one whose entry has a fix.plan).
 
     All package entries become ONE packages step (one uv resolution), or, with a lockfile, one
     sync-lock step. Non-automatic errors and warnings become manual steps. `protected` (name →
@@ -185,7 +186,7 @@ def build_plan(findings, *, python: str, stack: dict | None, lockfile: str | Non
             if f.severity in ("error", "warning") and matches_only(f.id, only):
                 plan.manual.append({"id": f.id, "severity": f.severity, "title": f.title,
                                     "summary": fix.summary, "commands": list(fix.commands),
-                                    "why": "not automatic" if not fix.automatic else "no entry in knowledge/fixes.yaml"})
+                                    "why": "not automatic" if not fix.automatic else "no fix.plan in knowledge/findings.yaml"})
             continue
         if not matches_only(f.id, only):
             plan.excluded.append(f.id)
@@ -223,7 +224,7 @@ def build_plan(findings, *, python: str, stack: dict | None, lockfile: str | Non
             continue
         kind = STEP_KINDS.get(entry["kind"])
         if kind is None:
-            raise FixError(f"knowledge/fixes.yaml: {entry['id']} has unknown kind {entry['kind']!r}")
+            raise FixError(f"knowledge/findings.yaml: {entry['id']} has a fix.plan of unknown kind {entry['kind']!r}")
         plan.steps.append(kind.make_step(f, entry, python=python, stack=stack))  # future kinds
     if lock_targets:
         plan.steps.append(packages.make_sync_step(python, str(lockfile), lock_targets))

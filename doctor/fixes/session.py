@@ -1,6 +1,6 @@
 """`doctor fix` and `doctor rollback` as sessions: the order of the work, and what is kept.
 
-fix: check → plan (knowledge/fixes.yaml) → confirm → snapshot → apply → re-check; a re-check with a
+fix: check → plan (findings.yaml fix.plan) → confirm → snapshot → apply → re-check; a re-check with a
 new error, or with an error the plan targeted still there, rolls back at once. rollback: snapshot
 what it replaces, then restore. What the user sees is a FixUI's business (report/fix_text.py on a
 terminal; nothing with --json, whose document is the session's return value)."""
@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Callable, Protocol
 from rich.markup import escape as esc
 
 from doctor.dists import user_projects
+from doctor.findings import is_host_fact
 from doctor.fixes import STEP_KINDS, ApplyContext, FixError, build_plan
 from doctor.fixes import snapshot as snapmod
 from doctor.fixes.packages import bind_constraints_path, freeze
@@ -27,9 +28,6 @@ from doctor.uv import runnable
 
 if TYPE_CHECKING:
     from doctor.engine import CheckResult
-
-HOST_FACT_PREFIXES = ("gpu.",)  # errors about the machine, not the env: never judged by a re-check
-
 
 class FixUI(Protocol):
     def say(self, markup: str) -> None: ...
@@ -87,9 +85,10 @@ def summary(findings) -> dict:
 
 
 def judge(before, after, targets: set[str]) -> tuple[list[str], list[str]]:
-    """(new errors, targeted errors still there). Host facts (gpu.*) never count."""
+    """(new errors, targeted errors still there). Host facts (findings.yaml scope: host) never count:
+    no change to the environment makes or clears them."""
     def errs(findings):
-        return {f.id for f in findings if f.severity == Severity.ERROR and not f.id.startswith(HOST_FACT_PREFIXES)}
+        return {f.id for f in findings if f.severity == Severity.ERROR and not is_host_fact(f)}
 
     b, a = errs(before), errs(after)
     return sorted(a - b), sorted(a & b & targets)

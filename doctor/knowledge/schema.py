@@ -34,18 +34,25 @@ SEVERITY = ("error", "warning", "info")
 TEXT = str
 NUMBER = (int, float)
 
-FIX = {"summary": TEXT, "commands?": [TEXT], "automatic?": bool}
+# A fix is automatic when it has a plan (what `doctor fix` does); `automatic` is derived, never declared.
+PLAN = {"kind": TEXT, "install?": [TEXT], "reinstall?": [TEXT], "reason": TEXT, "source": TEXT}
+FIX = {"summary": TEXT, "commands?": [TEXT], "plan?": PLAN}
+SCOPE = ("host", "environment")
 
 SCHEMAS: dict[str, Any] = {
     "findings": [{
         # from-stack: the rule gives the severity (the stack constraint's).
-        "id": TEXT, "area": TEXT, "severity": SEVERITY + ("from-stack",), "title": TEXT, "meaning": TEXT, "why": TEXT,
-        "fix": FIX, "sources": [TEXT], "missing_dist?": TEXT, "severity_without_gpu?": SEVERITY,
+        "id": TEXT, "area": TEXT, "scope": SCOPE, "severity": SEVERITY + ("from-stack",), "title": TEXT,
+        "meaning": TEXT, "why": TEXT, "fix": FIX, "sources": [TEXT], "missing_dist?": TEXT,
+        "severity_without_gpu?": SEVERITY,
+        # What a {placeholder} reads when the rule that fires does not fill it.
+        "defaults?": Map(TEXT),
+        # Who reports an ID that no rule or signature emits (the triage, a fix step).
+        "produced_by?": TEXT,
         # Root causes this finding is a consequence of: when one of them is reported too, this
         # finding is listed under it ("caused by") and not counted as a cause of its own.
         "consequence_of?": [TEXT],
     }],
-    "fixes": [{"id": TEXT, "kind": TEXT, "install?": [TEXT], "reinstall?": [TEXT], "reason": TEXT, "source": TEXT}],
     "signatures": [{"id": TEXT, "pattern": Regex(), "contexts": [("import", "log")], "fatal?": bool,
                     "symptom?": bool, "params?": Map(Any), "source": TEXT}],
     "triage": {
@@ -168,5 +175,11 @@ def validate(name: str, data: Any, path: str) -> Any:
     spec = SCHEMAS.get(name)
     if spec is None:
         raise KnowledgeError(f"{path}: no schema for knowledge file '{name}' (add one to doctor/knowledge/schema.py)")
+    if name == "findings" and isinstance(data, list):
+        for i, entry in enumerate(data):
+            fix = entry.get("fix") if isinstance(entry, dict) else None
+            if isinstance(fix, dict) and "automatic" in fix:
+                raise KnowledgeError(f"{path}, {_label(entry, i + 1)}: field 'fix'.automatic is derived from "
+                                     "fix.plan (a fix with a plan is automatic); do not declare it")
     check(data, spec, path)
     return data

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from doctor import knowledge
 from doctor.engine import CheckResult, run_check
-from doctor.findings import Finding
+from doctor.findings import Finding, is_host_fact
 from doctor.probes import ProbeResult
 from doctor.facts import GpuFacts
 from doctor.probes import TargetProbe, run_target_probe
@@ -145,22 +145,31 @@ class Preflight:
         return self.result.findings
 
     def lines(self) -> list[PreflightCheck]:
-        return [self._check_line(), self._gpu_line(), self._config_line(), *self.model,
+        return [self._check_line(), *self._host_line(), self._gpu_line(), self._config_line(), *self.model,
                 *([self._trainer_line()] if self.result.facts.get("dryrun") else []), *self.files]
 
     def _check_line(self) -> PreflightCheck:
         python = self.python
-        # GPU findings are the "GPUs" line (with the recipe's numbers); config and trainer findings have lines of
-        # their own: not counted twice here.
-        errors = [f for f in self.result.findings if f.severity == "error" and f.area not in ("gpu", "config", "trainer")
-                  and not f.caused_by]
+        # Host facts (findings.yaml scope: host) are not the environment's: `doctor fix` cannot change them; they
+        # get the "host" line. Config and trainer findings have lines of their own: not counted twice here.
+        errors = [f for f in self.result.findings if f.severity == "error" and not is_host_fact(f)
+                  and f.area not in ("config", "trainer") and not f.caused_by]
         if not errors:
-            return PreflightCheck("doctor check", True, f"no errors outside the GPU line ({len(self.result.findings)} finding(s))")
+            return PreflightCheck("doctor check", True, f"no errors in the environment ({len(self.result.findings)} finding(s))")
         then = runnable(f"doctor fix --python {python}") if any(f.fix.automatic for f in errors) else \
             runnable(f"doctor explain {errors[0].id}")
         return PreflightCheck("doctor check", False, f"{len(errors)} error(s): " +
                               "; ".join(f"{f.id} ({f.title})" for f in errors[:4]),
                               f"{runnable(f'doctor check --python {python}')}   # then: {then}")
+
+    def _host_line(self) -> list[PreflightCheck]:
+        """Errors of this machine, not the env (gpu.none and the GPU count are the "GPUs" line)."""
+        host = [f for f in self.result.findings if f.severity == "error" and is_host_fact(f)
+                and f.id not in ("gpu.none", "gpu.too-few-for-recipe")]
+        if not host:
+            return []
+        return [PreflightCheck("host", False, f"{len(host)} error(s) of this machine: " +
+                               "; ".join(f"{f.id} ({f.title})" for f in host[:4]), runnable(f"doctor explain {host[0].id}"))]
 
     def _gpu_line(self) -> PreflightCheck:
         config = (self.result.facts.get("recipe_config") or {}).get("config")

@@ -4,6 +4,8 @@ Regenerate: `python -m doctor.report.findings_doc > docs/findings.md` (CI checks
 from __future__ import annotations
 
 from doctor import knowledge
+from doctor.findings import is_automatic
+from doctor.rules import reported_by
 
 
 def render() -> str:
@@ -17,11 +19,13 @@ def render() -> str:
     for d in defs:
         out.append(f"| `{d['id']}` | {d['severity']} | {d['area']} | {d['title'].replace('|', '/')} |")
     for d in defs:
-        out += ["", f"## `{d['id']}`", "", f"**Severity:** {d['severity']} · **area:** {d['area']}", "",
+        out += ["", f"## `{d['id']}`", "",
+                f"**Severity:** {d['severity']} · **area:** {d['area']} · **scope:** {d['scope']}", "",
                 f"**What it means.** {d['meaning']}", "", f"**Why it happens.** {d['why']}", "",
-                f"**Fix** ({'automatic with `doctor fix`' if d['fix'].get('automatic') else 'manual'}): {d['fix']['summary']}"]
+                f"**Fix** ({'automatic with `doctor fix`' if is_automatic(d) else 'manual'}): {d['fix']['summary']}"]
         if d["fix"].get("commands"):
             out += ["", "```bash", *d["fix"]["commands"], "```"]
+        out += ["", "**Reported by:**", *[f"- {who}" for who in reported_by(d["id"])]]
         if d["id"] == "version.*":
             out += ["", "Known-good ranges (one `version.<dist>` ID per distribution):", "",
                     "| stack | dist | range | severity | reason | source |", "|---|---|---|---|---|---|"]

@@ -5,9 +5,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.markup import escape
 
+from doctor.findings import is_host_fact
 from doctor.report.marks import mark_for
-
-from doctor.fixes.session import HOST_FACT_PREFIXES
 from doctor.uv import runnable
 
 
@@ -85,7 +84,7 @@ class TextUI:
                        f"[dim](apply {t['apply_s']:.1f} s, re-check {t['recheck_s']:.1f} s)[/]")
         for f in remaining:
             mark, colour = mark_for("error" if f.severity == "error" else "warning", self.out.encoding)
-            note = " (host fact, not the env)" if f.id.startswith(HOST_FACT_PREFIXES) else ""
+            note = " (host fact, not the env)" if is_host_fact(f) else ""
             self.out.print(f"  still reported: [{colour}]{mark} {escape(f.id)}[/]{note}: {escape(f.title)}")
         self.out.print(f"  undo with: {escape(runnable(f'doctor rollback {snap_id}'))}")
 

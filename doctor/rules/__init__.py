@@ -14,7 +14,7 @@ from packaging.utils import canonicalize_name
 from doctor.facts import Facts
 from doctor.findings import Finding, definition, hold_unrunnable, report_order
 from doctor.results import Check, Status
-from doctor.rules.registry import RULES, FactView, Rule, run_rule
+from doctor.rules.registry import LOOP_IDS, RULES, FactView, Rule, declares, run_rule, signature_ids
 # Import order is registration order (which decides merges): fact rules first, imports last.
 from doctor.rules import (  # noqa: F401,E402  (imported for their @rule registrations)
     stack, versions, python_env, packages, vllm, attention, gpu, system, lock, ray, imports, probes,
@@ -128,3 +128,28 @@ def link_root_causes(findings: dict[str, Finding]) -> None:
             if present and findings[present[0]].caused_by is None:
                 f.caused_by = present[0]
                 break
+
+
+def all_rules() -> list[Rule]:
+    """Every registered rule (one registry: environment, config, dry-run and recipe rules)."""
+    return list(RULES)
+
+
+def reported_by(finding_id: str) -> list[str]:
+    """Who reports a finding ID: the rules (module:function) whose `emits` declares it, the triage for
+    a log signature, the evaluate loop, or the entry's `produced_by`. `doctor explain` prints it."""
+    out = []
+    for r in all_rules():
+        if declares(r.emits, finding_id):
+            via = " (an import signature, knowledge/signatures.yaml)" if not declares(
+                [p for p in r.emits if not p.startswith("signature:")], finding_id) else ""
+            out.append(f"{r.name}: {r.check}{via}")
+    out = list(dict.fromkeys(out))
+    if finding_id in signature_ids("log"):
+        out.append("doctor.triage: a log signature (knowledge/signatures.yaml) in `doctor triage LOG`")
+    if finding_id in LOOP_IDS:
+        out.append("doctor.rules.registry:run_rule: the evaluate loop, when a rule raises")
+    spec = definition(finding_id)
+    if spec and spec.get("produced_by"):
+        out.append(spec["produced_by"])
+    return out

@@ -30,7 +30,7 @@ def _has_gpu(facts, ctx) -> bool:
     return bool(gpu.get("available") and gpu.get("gpus")) and not getattr(ctx, "no_gpu", False)
 
 
-@rule("flash-attn is installed", "attention", needs=("distributions",))
+@rule("flash-attn is installed", "attention", needs=("distributions",), emits=("flash-attn.missing",))
 def flash_attn_missing(facts, ctx):
     if installed(facts, "flash-attn"):
         return
@@ -60,7 +60,9 @@ def _abi_rule(ext_name: str, finding_id: str):
     return check
 
 
-rule("flash_attn_2_cuda loads against this torch", "attention", needs=("extensions",), requires=("flash-attn",))(
+rule("flash_attn_2_cuda loads against this torch", "attention", needs=("extensions",), requires=("flash-attn",),
+     emits=("flash-attn.abi-mismatch", "import.failed"))(
     _abi_rule("flash_attn_2_cuda", "flash-attn.abi-mismatch"))
-rule("xformers._C loads against this torch", "attention", needs=("extensions",), requires=("xformers",))(
+rule("xformers._C loads against this torch", "attention", needs=("extensions",), requires=("xformers",),
+     emits=("xformers.abi-mismatch", "import.failed"))(
     _abi_rule("xformers._C", "xformers.abi-mismatch"))

@@ -43,7 +43,7 @@ def config_context(fact: dict) -> ConfigContext:
                          | {"verl": fact.get("verl"), "config": fact.get("config")})
 
 
-def config_rule(check: str, needs_config: bool = True):
+def config_rule(check: str, needs_config: bool = True, emits: tuple[str, ...] = ()):
     """Register a config rule `fn(ConfigContext)`; needs_config: it reads the composed config (skipped
     when it did not compose)."""
     def register(fn):
@@ -53,7 +53,7 @@ def config_rule(check: str, needs_config: bool = True):
             if needs_config and cc.config is None:
                 raise cannot_look("recipe_config", "config did not compose")
             return fn(cc)
-        RULES(check, "config", needs=("recipe_config",), only_with="recipe_config")(judge)
+        RULES(check, "config", needs=("recipe_config",), only_with="recipe_config", emits=emits)(judge)
         return fn
     return register
 
@@ -126,7 +126,8 @@ def unknown_key_replacement(r: dict, ctx: ConfigContext) -> dict:
     return out
 
 
-@config_rule("Hydra accepts every override (struct mode, installed verl's ppo_trainer.yaml)", needs_config=False)
+@config_rule("Hydra accepts every override (struct mode, installed verl's ppo_trainer.yaml)", needs_config=False,
+    emits=("config.unknown-key",))
 def unknown_keys(ctx: ConfigContext):
     for r in ctx.rejected:
         fix = unknown_key_replacement(r, ctx)
@@ -139,7 +140,7 @@ def unknown_keys(ctx: ConfigContext):
                    nearest=fix["nearest"] or "none", suggestion=suggestion)
 
 
-@config_rule("target_kl only acts with an adaptive KL controller")
+@config_rule("target_kl only acts with an adaptive KL controller", emits=("config.target-kl-inert",))
 def target_kl_inert(ctx: ConfigContext):
     ov = override_map(ctx.overrides)
     if "algorithm.kl_ctrl.target_kl" not in ov:
@@ -154,7 +155,7 @@ def target_kl_inert(ctx: ConfigContext):
                target_kl=ov["algorithm.kl_ctrl.target_kl"], type=typ)
 
 
-@config_rule("on verl >= 0.4 KL settings need algorithm.use_kl_in_reward or actor.use_kl_loss")
+@config_rule("on verl >= 0.4 KL settings need algorithm.use_kl_in_reward or actor.use_kl_loss", emits=("config.kl-inert",))
 def kl_inert(ctx: ConfigContext):
     k = K()
     if not verl_at_least(ctx, k["kl_in_reward_since"]):
@@ -194,7 +195,7 @@ def _batch_facts(cfg: dict | None, verl_ge_04: bool) -> dict:
     return out
 
 
-@config_rule("batch sizes divide evenly after verl's normalisation")
+@config_rule("batch sizes divide evenly after verl's normalisation", emits=("config.batch-divisibility",))
 def batch_divisibility(ctx: ConfigContext):
     cfg = ctx.config
     b = _batch_facts(cfg, verl_at_least(ctx, "0.4"))
@@ -227,7 +228,7 @@ def batch_divisibility(ctx: ConfigContext):
                        what=r["micro_key"], fixed=f"{r['micro_key']}={divisors[0]}")
 
 
-@config_rule("micro batch per GPU is not larger than the normalised mini batch per GPU")
+@config_rule("micro batch per GPU is not larger than the normalised mini batch per GPU", emits=("config.micro-gt-mini",))
 def micro_gt_mini(ctx: ConfigContext):
     b = _batch_facts(ctx.config, verl_at_least(ctx, "0.4"))
     for r in b["roles"]:
@@ -241,7 +242,7 @@ def micro_gt_mini(ctx: ConfigContext):
                        fixed=f"{r['micro_key']}={r['per_gpu']}")
 
 
-@config_rule("rollout lengths follow data lengths")
+@config_rule("rollout lengths follow data lengths", emits=("config.response-length-mismatch",))
 def response_length_mismatch(ctx: ConfigContext):
     cfg = ctx.config
     for roll, data in [("actor_rollout_ref.rollout.response_length", "data.max_response_length"),
@@ -260,7 +261,7 @@ def _tp(cfg) -> int:
     return _int(get(cfg, "actor_rollout_ref.rollout.tensor_model_parallel_size"), 1) or 1
 
 
-@config_rule("tensor parallel size fits the model's attention heads")
+@config_rule("tensor parallel size fits the model's attention heads", emits=("config.tp-heads",))
 def tp_heads(ctx: ConfigContext):
     m = ctx.model
     if not m:
@@ -285,7 +286,7 @@ def tp_heads(ctx: ConfigContext):
                fixed=f"actor_rollout_ref.rollout.tensor_model_parallel_size={max(valid) if valid else 1}")
 
 
-@config_rule("tensor parallel size divides the GPUs")
+@config_rule("tensor parallel size divides the GPUs", emits=("config.tp-gpus",))
 def tp_gpus(ctx: ConfigContext):
     tp, world = _tp(ctx.config), world_size(ctx.config)
     if tp <= world and world % tp == 0:
@@ -299,7 +300,7 @@ def tp_gpus(ctx: ConfigContext):
                tp=tp, world=world, fixed=f"actor_rollout_ref.rollout.tensor_model_parallel_size={good}")
 
 
-@config_rule("vLLM's max_num_batched_tokens covers prompt + response")
+@config_rule("vLLM's max_num_batched_tokens covers prompt + response", emits=("config.batched-tokens-lt-model-len",))
 def batched_tokens(ctx: ConfigContext):
     cfg = ctx.config
     tokens = _int(get(cfg, "actor_rollout_ref.rollout.max_num_batched_tokens"))
@@ -323,7 +324,7 @@ def batched_tokens(ctx: ConfigContext):
                fixed=f"actor_rollout_ref.rollout.max_num_batched_tokens={max_len}")
 
 
-@config_rule("free_cache_engine needs enforce_eager")
+@config_rule("free_cache_engine needs enforce_eager", emits=("config.cache-flags",))
 def cache_flags(ctx: ConfigContext):
     cfg = ctx.config
     if get(cfg, "actor_rollout_ref.rollout.free_cache_engine") and get(cfg, "actor_rollout_ref.rollout.enforce_eager") is False:
@@ -333,7 +334,7 @@ def cache_flags(ctx: ConfigContext):
                    fixed="actor_rollout_ref.rollout.enforce_eager=True")
 
 
-@config_rule("gpu_memory_utilization within (0, 1] and below the OOM line")
+@config_rule("gpu_memory_utilization within (0, 1] and below the OOM line", emits=("config.gpu-memory-utilization",))
 def gpu_memory_utilization(ctx: ConfigContext):
     k = K()["gpu_memory_utilization"]
     v = get(ctx.config, "actor_rollout_ref.rollout.gpu_memory_utilization")
@@ -353,7 +354,7 @@ def gpu_memory_utilization(ctx: ConfigContext):
                    severity="warning", value=v, fixed=f"actor_rollout_ref.rollout.gpu_memory_utilization={k['oom_line'] - 0.05:g}")
 
 
-@config_rule("log-prob micro batches per GPU stay small")
+@config_rule("log-prob micro batches per GPU stay small", emits=("config.log-prob-micro-large",))
 def log_prob_micro_large(ctx: ConfigContext):
     k = K()["log_prob_micro"]
     for key in k["keys"]:
@@ -366,7 +367,7 @@ def log_prob_micro_large(ctx: ConfigContext):
                        key=key, value=v, threshold=k["threshold"], fixed=f"{key}={k['threshold'] - 4}")
 
 
-@config_rule("overridden keys are read by the installed verl")
+@config_rule("overridden keys are read by the installed verl", emits=("config.ignored-key",))
 def ignored_key(ctx: ConfigContext):
     ov = override_map(ctx.overrides)
     for entry in K()["ignored_keys"]:

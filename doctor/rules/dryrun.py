@@ -89,7 +89,9 @@ def _register() -> None:
         return rule
 
     for spec in knowledge.load("dryrun")["steps"]:
-        RULES(f"dry run: {spec['title']}", "trainer", needs=("dryrun",), only_with="dryrun")(judge(spec))
+        own = {"dataloader": ("trainer.rows-dropped",), "reward": ("trainer.reward-indistinct",)}.get(spec["id"], ())
+        RULES(f"dry run: {spec['title']}", "trainer", needs=("dryrun",), only_with="dryrun",
+              emits=("trainer.step-failed", "signature:log", *own))(judge(spec))
 
 
 _register()

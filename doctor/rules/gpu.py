@@ -33,7 +33,7 @@ def _ext_driver_evidence(facts) -> list[str]:
     return out
 
 
-@rule("an NVIDIA GPU is usable", "gpu", needs=("gpu",), applies=no_gpu_expected)
+@rule("an NVIDIA GPU is usable", "gpu", needs=("gpu",), applies=no_gpu_expected, emits=("gpu.none",))
 def none(facts, ctx):
     gpu = facts["gpu"]
     if gpu.get("available") and gpu.get("gpus"):
@@ -81,7 +81,8 @@ def min_driver(cuda: tuple[int, int]) -> str | None:
     return table.get(f"{cuda[0]}.{cuda[1]}")
 
 
-@rule("the driver supports the CUDA of torch and of each NVIDIA wheel", "gpu", needs=("gpu",), applies=no_gpu_expected)
+@rule("the driver supports the CUDA of torch and of each NVIDIA wheel", "gpu", needs=("gpu",), applies=no_gpu_expected,
+    emits=("gpu.driver-older-minor", "gpu.driver-too-old"))
 def driver_too_old(facts, ctx):
     _gpus(facts)
     gpu = facts["gpu"]
@@ -111,7 +112,8 @@ def _without(ld_path: str | None, directory: str) -> str:
     return ":".join(keep)
 
 
-@rule("a CUDA process loads the kernel driver's own libcuda", "gpu", needs=("gpu",), applies=no_gpu_expected)
+@rule("a CUDA process loads the kernel driver's own libcuda", "gpu", needs=("gpu",), applies=no_gpu_expected,
+    emits=("gpu.libcuda-compat-older", "gpu.libcuda-forward-compat", "gpu.libcuda-missing", "gpu.libcuda-userspace-mismatch"))
 def libcuda_matches_kernel(facts, ctx):
     lib = facts["gpu"].get("libcuda")
     if not isinstance(lib, dict):
@@ -144,7 +146,7 @@ def libcuda_matches_kernel(facts, ctx):
         yield make("gpu.libcuda-userspace-mismatch", ev, **params)
 
 
-@rule("GPUs support bfloat16", "gpu", needs=("gpu",), applies=no_gpu_expected)
+@rule("GPUs support bfloat16", "gpu", needs=("gpu",), applies=no_gpu_expected, emits=("gpu.bf16-unsupported",))
 def bf16(facts, ctx):
     need = tuple(knowledge.load("system")["gpu"]["min_compute_capability_bf16"])
     for g in _gpus(facts):
@@ -155,7 +157,7 @@ def bf16(facts, ctx):
                        index=g.get("index"), name=g.get("name", "?"), cc=f"{cc[0]}.{cc[1]}", python=ctx.python)
 
 
-@rule("no other process holds GPU memory", "gpu", needs=("gpu",), applies=no_gpu_expected)
+@rule("no other process holds GPU memory", "gpu", needs=("gpu",), applies=no_gpu_expected, emits=("gpu.memory-held",))
 def memory_held(facts, ctx):
     # Processes, not memory_used: NVML counts ~600 MB of driver-reserved memory as used even on an
     # idle GPU (fixtures/h200).
@@ -211,7 +213,8 @@ def _name_of(g: dict) -> str:
     return f"GPU {g.get('index')} {g.get('name', '?')}"
 
 
-@rule("CUDA_VISIBLE_DEVICES selects the GPUs meant", "gpu", needs=("gpu",), applies=no_gpu_expected)
+@rule("CUDA_VISIBLE_DEVICES selects the GPUs meant", "gpu", needs=("gpu",), applies=no_gpu_expected,
+    emits=("gpu.device-order", "gpu.selection-duplicate", "gpu.selection-empty", "gpu.selection-truncated"))
 def device_selection(facts, ctx):
     gpus = _gpus(facts)
     env = facts.get("environment") or {}
@@ -264,7 +267,8 @@ def _arch_list(lib: dict) -> str:
     return sm + (f", PTX {ptx}" if ptx else ", no PTX")
 
 
-@rule("the compiled kernels cover the job's GPUs", "gpu", needs=("gpu", "kernels"), applies=no_gpu_expected)
+@rule("the compiled kernels cover the job's GPUs", "gpu", needs=("gpu", "kernels"), applies=no_gpu_expected,
+    emits=("gpu.kernels-jit", "gpu.no-kernel-image"))
 def kernels_for_gpus(facts, ctx):
     sel = job_selection(facts)
     gpus = [g for g in sel["devices"] if _cc(g)] if _gpus(facts) else []
@@ -292,7 +296,7 @@ def kernels_for_gpus(facts, ctx):
 
 
 @rule("FlashAttention-2 supports the job's GPUs", "attention", needs=("gpu",), requires=("flash-attn",),
-      applies=no_gpu_expected)
+      applies=no_gpu_expected, emits=("gpu.flash-attn-unsupported-arch",))
 def flash_attn_arch(facts, ctx):
     need = tuple(knowledge.load("system")["gpu"]["min_compute_capability_flash_attn"])
     _gpus(facts)
@@ -344,7 +348,8 @@ def recipe_gpus(gpu: GpuFacts | dict, environ: dict, hw: dict, recipe: str, conf
     return [], f"{len(big)} GPU(s) ≥ {min_gib} GiB ({have}){note}"
 
 
-@rule("enough GPUs for the recipe", "gpu", needs=("recipe", "gpu"), applies=no_gpu_expected, only_with="recipe")
+@rule("enough GPUs for the recipe", "gpu", needs=("recipe", "gpu"), applies=no_gpu_expected, only_with="recipe",
+      emits=("gpu.too-few-for-recipe",))
 def recipe_gpu_count(facts, ctx):
     """`doctor check --recipe`: the GPUs the job will see against what the recipe's composed config
     asks for (trainer.n_gpus_per_node × nnodes), else its hardware."""

@@ -14,7 +14,8 @@ from doctor.stacks import missing_stack_dists
 from doctor.rules.stack import dists_missing_finding
 
 
-@rule("the stack's modules import", "imports", needs=("imports",))
+@rule("the stack's modules import", "imports", needs=("imports",),
+    emits=("signature:import", "import.failed", "stack.culprit", "stack.dists-missing"))
 def failed(facts, ctx):
     owned_by_ray = knowledge.load("ray")["imports"]
     stack = ctx.chosen.stack

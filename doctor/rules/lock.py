@@ -11,7 +11,7 @@ from doctor.dists import user_project
 
 
 @rule("the target matches the lockfile", "lock", needs=("distributions",),
-      applies=lambda ctx: None if ctx.lock is not None else "no --lock given")
+      applies=lambda ctx: None if ctx.lock is not None else "no --lock given", emits=("lock.drift",))
 def drift(facts, ctx):
     ignore = {canonicalize_name(i["dist"]) for i in knowledge.load("lock")["ignore_extra"]}
     dists = facts["distributions"]

@@ -46,7 +46,7 @@ def conflicts(facts: dict) -> list[str]:
     return out
 
 
-@rule("declared requirements are met (pip check)", "packages", needs=("distributions",))
+@rule("declared requirements are met (pip check)", "packages", needs=("distributions",), emits=("pip.conflict",))
 def pip_conflict(facts, ctx):
     found = conflicts(facts)
     if found:

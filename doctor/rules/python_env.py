@@ -18,7 +18,7 @@ def _modules(failures, default):
     return ", ".join(m for m, _ in failures) or default
 
 
-@rule("setuptools is installed", "python", needs=("distributions",))
+@rule("setuptools is installed", "python", needs=("distributions",), emits=("python.setuptools-broken", "python.setuptools-missing"))
 def setuptools_missing(facts, ctx):
     failures = failures_for(facts, "python.setuptools-missing")
     needers = [n["dist"] for n in knowledge.load("python_env")["setuptools_needed_by"] if installed(facts, n["dist"])]
@@ -36,7 +36,7 @@ def setuptools_missing(facts, ctx):
     yield make("python.setuptools-missing", evidence, modules=_modules(failures, "vllm (through triton)"), python=ctx.python)
 
 
-@rule("pkg_resources is importable", "python", needs=("distributions", "imports"))
+@rule("pkg_resources is importable", "python", needs=("distributions", "imports"), emits=("python.pkg-resources-missing",))
 def pkg_resources_missing(facts, ctx):
     failures = failures_for(facts, "python.pkg-resources-missing")
     st = installed(facts, "setuptools")
@@ -56,7 +56,7 @@ def _inside(path: str, directory: str | None) -> bool:
     return posixpath.commonpath([posixpath.normpath(path), d]) == d
 
 
-@rule("package metadata is readable and unique", "python", needs=("distributions",))
+@rule("package metadata is readable and unique", "python", needs=("distributions",), emits=("python.broken-metadata",))
 def broken_metadata(facts, ctx):
     problems = facts.get("metadata_problems") or {}
     evidence = [f"{b['path']}: {b['error']}" for b in problems.get("broken", [])]
@@ -70,7 +70,7 @@ def broken_metadata(facts, ctx):
         yield make("python.broken-metadata", evidence, dists=dists, python=ctx.python)
 
 
-@rule("the Python version is one the stack is locked for", "python", needs=("distributions",))
+@rule("the Python version is one the stack is locked for", "python", needs=("distributions",), emits=("python.version-unverified",))
 def version_unverified(facts, ctx):
     stack = ctx.chosen.stack
     pyver = facts["markers"]["python_version"]
@@ -85,7 +85,8 @@ def version_unverified(facts, ctx):
                lockfile=stack_lockfile_for(facts, stack), python=ctx.python)
 
 
-@rule("the stack's code is the installed distributions' code", "python", needs=("distributions", "imports"))
+@rule("the stack's code is the installed distributions' code", "python", needs=("distributions", "imports"),
+    emits=("python.shadowed-package",))
 def shadowed(facts, ctx):
     """A module that loads from somewhere else than its distribution (an old checkout first on
     sys.path, a .pth, PYTHONPATH, the cwd) runs other code than the metadata says."""
@@ -107,7 +108,7 @@ def shadowed(facts, ctx):
                    version=dist["version"], python=ctx.python)
 
 
-@rule("compiled files the RECORDs list are on disk", "python", needs=("kernels",))
+@rule("compiled files the RECORDs list are on disk", "python", needs=("kernels",), emits=("python.half-installed",))
 def half_installed(facts, ctx):
     missing = facts["kernels"].get("missing") or []
     if not missing:

@@ -39,7 +39,7 @@ def _size(info: dict) -> str:
     return text if size.get("complete", True) else f"at least {text}"
 
 
-@rule("no stale Ray sessions", "ray", needs=("ray_state",))
+@rule("no stale Ray sessions", "ray", needs=("ray_state",), emits=("ray.stale-session",))
 def stale_sessions(facts, ctx):
     st = facts["ray_state"]
     stale = [s for s in st.get("sessions") or [] if s.get("kind") in ("dir", "symlink") and not s.get("dangling")
@@ -66,7 +66,7 @@ def stale_sessions(facts, ctx):
                oldest=stale[0]["path"], python=ctx.python)
 
 
-@rule("live Ray sessions on this machine", "ray", needs=("ray_state",))
+@rule("live Ray sessions on this machine", "ray", needs=("ray_state",), emits=("ray.live-session",))
 def live_sessions(facts, ctx):
     st = facts["ray_state"]
     live = [s for s in st.get("sessions") or [] if s.get("live")]
@@ -83,7 +83,7 @@ def live_sessions(facts, ctx):
                ray_dir=st["ray_dir"], python=ctx.python)
 
 
-@rule("the Ray head named by ray_current_cluster / RAY_ADDRESS answers", "ray", needs=("ray_state",))
+@rule("the Ray head named by ray_current_cluster / RAY_ADDRESS answers", "ray", needs=("ray_state",), emits=("ray.dead-cluster-address",))
 def dead_cluster_address(facts, ctx):
     st = facts["ray_state"]
     dead = []  # RAY_ADDRESS first: ray.init() reads it before ray_current_cluster
@@ -106,7 +106,7 @@ def dead_cluster_address(facts, ctx):
                address_file=address_file, python=ctx.python)
 
 
-@rule("Ray's socket paths fit the AF_UNIX limit", "ray", needs=("ray_state",))
+@rule("Ray's socket paths fit the AF_UNIX limit", "ray", needs=("ray_state",), emits=("ray.tmpdir-too-long",))
 def tmpdir_too_long(facts, ctx):
     sock = facts["ray_state"].get("socket") or {}
     if not sock.get("too_long"):
@@ -154,7 +154,8 @@ def _ray_import_failures(facts: dict) -> list[tuple[str, dict]]:
     return out
 
 
-@rule("protobuf fits Ray's generated modules and declared range", "ray", needs=("distributions",), requires=("ray",))
+@rule("protobuf fits Ray's generated modules and declared range", "ray", needs=("distributions",), requires=("ray",),
+    emits=("ray.protobuf-incompatible",))
 def protobuf_incompatible(facts, ctx):
     ray_v = installed(facts, "ray")
     pb = installed(facts, "protobuf")
@@ -175,7 +176,7 @@ def protobuf_incompatible(facts, ctx):
                    spec=spec or "?", module=failures[0][0] if failures else "ray", python=ctx.python)
 
 
-@rule("Ray imports", "ray", needs=("distributions",), requires=("ray",))
+@rule("Ray imports", "ray", needs=("distributions",), requires=("ray",), emits=("ray.import-failed",))
 def import_failed(facts, ctx):
     bad = [(m, i) for m, i in _ray_import_failures(facts) if classify(i.get("message", "")) is None]
     if not bad:
@@ -191,7 +192,8 @@ def import_failed(facts, ctx):
                ray=installed(facts, "ray"), dist=info.get("missing_module") or "ray", python=ctx.python)
 
 
-@rule("a private Ray instance starts and runs a task", "ray", needs=("ray_smoke",), requires=("ray",))
+@rule("a private Ray instance starts and runs a task", "ray", needs=("ray_smoke",), requires=("ray",),
+      emits=("ray.smoke-failed", "signature:log"))
 def smoke_failed(facts, ctx):
     smoke = facts["ray_smoke"]
     if smoke.get("ok") or smoke.get("stage") == "import":  # import failures: ray.import-failed / protobuf
@@ -215,7 +217,7 @@ def smoke_failed(facts, ctx):
 
 
 @rule("stack versions agree across the Ray cluster's nodes (--cluster)", "ray", needs=("ray_cluster",),
-      applies=lambda ctx: None if ctx.cluster else "no --cluster given")
+      applies=lambda ctx: None if ctx.cluster else "no --cluster given", emits=("ray.cluster-unreachable", "ray.version-drift"))
 def version_drift(facts, ctx):
     cl = facts["ray_cluster"]
     reach = cl.get("reachable") or {}

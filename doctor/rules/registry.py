@@ -8,11 +8,14 @@ probes did not deliver raises FactMissing, which makes the check `skipped` with 
 
 from __future__ import annotations
 
+import fnmatch
+import functools
 import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
-from doctor.findings import Finding, make
+from doctor import knowledge
+from doctor.findings import ContractError, Finding, make, strict
 from doctor.results import Check, Status
 
 
@@ -73,6 +76,34 @@ class Rule:
     # dry run of its trainer) exist only in a check that was asked about a recipe (--recipe), so
     # without that fact they have no check line at all; with it, they run like any other rule.
     only_with: str | None = None
+    # The finding IDs the rule may emit: exact IDs, families (`version.*`), or `signature:import`
+    # (every signatures.yaml ID of that context). An ID outside them is a contract error in tests.
+    emits: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        """module:function, as `doctor explain` names the rule that reports an ID."""
+        return f"{self.fn.__module__}:{getattr(self.fn, '__qualname__', self.fn.__name__)}"
+
+
+# Who emits an ID outside every rule: the evaluate loop itself.
+LOOP_IDS = ("doctor.rule-crashed",)
+
+
+@functools.lru_cache(maxsize=None)
+def signature_ids(context: str) -> frozenset[str]:
+    return frozenset(s["id"] for s in knowledge.load("signatures") if context in s["contexts"])
+
+
+def declares(patterns: Iterable[str], finding_id: str) -> bool:
+    """Whether a rule's `emits` covers one finding ID."""
+    for p in patterns:
+        if p.startswith("signature:"):
+            if finding_id in signature_ids(p.split(":", 1)[1]):
+                return True
+        elif fnmatch.fnmatchcase(finding_id, p):
+            return True
+    return False
 
 
 class Registry:
@@ -83,10 +114,10 @@ class Registry:
         self.rules: list[Rule] = []
 
     def __call__(self, check: str, area: str | None = None, needs: tuple[str, ...] = (), applies=None,
-                 requires: tuple[str, ...] = (), only_with: str | None = None):
+                 requires: tuple[str, ...] = (), only_with: str | None = None, emits: tuple[str, ...] = ()):
         def register(fn):
             self.rules.append(Rule(fn, check, area or self.area or "?", tuple(needs), applies, tuple(requires),
-                                   only_with))
+                                   only_with, tuple(emits)))
             return fn
         return register
 
@@ -108,16 +139,22 @@ def run_rule(r: Rule, call: Callable[[], Iterable[Finding]], view: FactView | No
         got = list(call() or [])
     except FactMissing as exc:
         return [], Check(r.check, r.area, Status.SKIPPED, why=exc.why)
+    except ContractError:  # raised only under VERL_DOCTOR_STRICT=1 (the tests): fail loudly, not as a crash
+        raise
     except Exception as exc:  # noqa: BLE001 - isolate the doctor's own bugs, like the probes
         f = crash_finding(r.check, exc)
         return [f], Check(r.check, r.area, Status.CRASH, ids=[f.id], why="the rule raised; see doctor.rule-crashed")
     unseen = view.why_unseen() if view is not None else None
     if not got and unseen:
         return [], Check(r.check, r.area, Status.SKIPPED, why=unseen)
-    return got, Check(r.check, r.area, Status.of(f.severity for f in got), ids=sorted({f.id for f in got}))
+    undeclared = sorted({f.id for f in got if not declares(r.emits, f.id)})
+    if undeclared and strict():
+        raise ContractError(f"rule {r.name} emitted {', '.join(undeclared)}, not in its emits= {list(r.emits)}")
+    return got, Check(r.check, r.area, Status.of(f.severity for f in got), ids=sorted({f.id for f in got}),
+                      why=f"emitted undeclared ID(s): {', '.join(undeclared)}" if undeclared else None)
 
 
 # The one registry of rules. Module import order is registration order (which decides merges):
 # doctor/rules/__init__.py imports the rule modules in that order.
 RULES = Registry()
-rule = RULES  # @rule("check", "area", needs=..., requires=...) registers a rule
+rule = RULES  # @rule("check", "area", needs=..., requires=..., emits=...) registers a rule

@@ -15,7 +15,7 @@ from doctor.stacks import missing_stack_dists, stack_lockfile_for
 from doctor.rules.registry import cannot_look
 
 
-@rule("closest known stack", "stack", needs=("distributions",))
+@rule("closest known stack", "stack", needs=("distributions",), emits=("stack.detected",))
 def detected(facts, ctx):
     choice = ctx.chosen
     stack, met, total, how = choice.stack, choice.met, choice.total, choice.how
@@ -28,7 +28,7 @@ def detected(facts, ctx):
                lockfile=stack_lockfile_for(facts, stack))
 
 
-@rule("the stack's distributions are installed", "stack", needs=("distributions",))
+@rule("the stack's distributions are installed", "stack", needs=("distributions",), emits=("stack.dists-missing",))
 def dists_missing(facts, ctx):
     stack = ctx.chosen.stack
     missing = missing_stack_dists(facts, stack)
@@ -86,7 +86,8 @@ def accepts_in_words(acc: dict) -> str:
     return ", ".join(parts[:-1]) + (" or " if len(parts) > 1 else "") + parts[-1] if parts else "nothing"
 
 
-@rule("verl accepts the installed vLLM", "stack", needs=("distributions",), requires=("verl", "vllm"))
+@rule("verl accepts the installed vLLM", "stack", needs=("distributions",), requires=("verl", "vllm"),
+    emits=("stack.project-rejects-vllm", "stack.verl-rejects-vllm"))
 def verl_rejects_vllm(facts, ctx):
     verl, vllm = installed(facts, "verl"), installed(facts, "vllm")  # both there: requires=
     assert verl is not None and vllm is not None
@@ -142,7 +143,7 @@ def _project_rejects_vllm(facts, ctx, vllm: str, project: str, acc: dict):
                want=want or "{want}", lockfile=lockfile, python=ctx.python)
 
 
-@rule("the env matches the known-good set (the stack's lockfile)", "stack", needs=("distributions",))
+@rule("the env matches the known-good set (the stack's lockfile)", "stack", needs=("distributions",), emits=("stack.differs",))
 def differs(facts, ctx):
     ref = ctx.reference
     if not ref:

@@ -8,7 +8,7 @@ from doctor.rules.registry import rule
 from doctor.units import human_bytes
 
 
-@rule("/dev/shm is large enough for Ray", "system", needs=("system",))
+@rule("/dev/shm is large enough for Ray", "system", needs=("system",), emits=("system.shm-small",))
 def shm_small(facts, ctx):
     t = knowledge.load("system")["shm"]
     shm = facts["system"].get("shm") or {}

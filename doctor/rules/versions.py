@@ -8,7 +8,7 @@ from doctor.dists import installed, satisfies, user_project
 from doctor.rules.registry import cannot_look
 
 
-@rule("versions within the stack's known-good ranges", "versions", needs=("distributions",))
+@rule("versions within the stack's known-good ranges", "versions", needs=("distributions",), emits=("version.*",))
 def out_of_range(facts, ctx):
     stack = ctx.chosen.stack
     if not any(installed(facts, c["dist"]) for c in stack["constraints"]):

@@ -10,7 +10,8 @@ from doctor.rules.failures import exception_summary
 from doctor.signatures import cause_of, classify
 
 
-@rule("vLLM's tokenizer wrapper works with transformers", "vllm", needs=("imports",), requires=("vllm", "transformers"))
+@rule("vLLM's tokenizer wrapper works with transformers", "vllm", needs=("imports",), requires=("vllm", "transformers"),
+    emits=("vllm.tokenizer-incompatible",))
 def tokenizer(facts, ctx):
     check = (facts["imports"].get("checks") or {}).get("vllm_tokenizer")
     if check and not check.get("ok"):
@@ -21,7 +22,8 @@ def tokenizer(facts, ctx):
                    transformers=installed(facts, "transformers") or "?", python=ctx.python)
 
 
-@rule("vLLM can inspect Qwen2ForCausalLM", "vllm", needs=("registry",), requires=("vllm",))
+@rule("vLLM can inspect Qwen2ForCausalLM", "vllm", needs=("registry",), requires=("vllm",),
+      emits=("vllm.qwen2-not-inspectable", "signature:log"))
 def qwen2(facts, ctx):
     reg = facts["registry"]
     if not reg.get("ran"):
@@ -39,7 +41,7 @@ def qwen2(facts, ctx):
     yield surfaced
 
 
-@rule("vllm._C loads", "vllm", needs=("extensions",), requires=("vllm",))
+@rule("vllm._C loads", "vllm", needs=("extensions",), requires=("vllm",), emits=("vllm.c-extension-broken",))
 def c_extension(facts, ctx):
     ext = facts["extensions"].get("vllm._C") or {}
     if not ext.get("present") or ext.get("ok"):

@@ -33,17 +33,22 @@ def _f(fid, **params):
 
 
 def test_every_automatic_finding_has_fix_data_with_a_source():
-    defs = finding_defs()
-    for e in fix_entries():
-        assert e["id"] in defs, f"fixes.yaml {e['id']}: no such finding"
-        assert defs[e["id"]]["fix"].get("automatic"), f"fixes.yaml {e['id']}: the finding is not automatic"
-        from doctor.fixes import STEP_KINDS, build_plan  # noqa: F401 - build_plan's module registers the kinds
-        from doctor.fixes import packages, ray_sessions  # noqa: F401
+    # One entry holds the finding and its plan: `automatic` is derived from the plan, never declared.
+    from doctor.fixes import STEP_KINDS, build_plan  # noqa: F401 - build_plan's module registers the kinds
+    from doctor.fixes import packages, ray_sessions  # noqa: F401
 
-        assert "reason" in e and "source" in e and e["kind"] in set(STEP_KINDS) | {"packages", "sync-lock"}
+    defs = finding_defs()
+    assert fix_entries(), "no finding has a fix.plan"
+    for e in fix_entries():
+        assert e["id"] in defs, f"plan of {e['id']}: no such finding"
+        assert "automatic" not in defs[e["id"]]["fix"]
+        assert e["reason"] is not None and e["source"] is not None and e["kind"] in set(STEP_KINDS) | {"packages", "sync-lock"}
     for fid, d in defs.items():
-        if d["fix"].get("automatic"):
-            assert entry_for(fid) is not None, f"{fid} is automatic but fixes.yaml has no entry"
+        texts = [d["title"], d["fix"]["summary"], *d["fix"].get("commands", []), *d["sources"]]
+        params = {k: "x" for t in texts for k in F.placeholders(t)}
+        made = F.make(fid.replace("*", "transformers"), ["t"], severity="error", **params)
+        assert made.fix.automatic == ("plan" in d["fix"]), fid
+        assert (entry_for(made.id) is not None) == made.fix.automatic, f"{fid}: automatic without a plan"
 
 
 def test_plan_one_resolution_for_all_package_findings():
@@ -56,8 +61,8 @@ def test_plan_one_resolution_for_all_package_findings():
         _f("python.pkg-resources-missing", modules="verl", setuptools="none"),
         _f("vllm.tokenizer-incompatible", transformers="5.0.0"),
         _f("gpu.none", reason="no NVML"),
-        F.make("flash-attn.missing", ["t"], severity="warning", python="/x/bin/python", wheel_url="u"),
-        _f("stack.detected", stack=stack["name"], met=1, total=2, pyver="3.11"),
+        F.make("flash-attn.missing", ["t"], severity="warning", python="/x/bin/python", wheel_url="u", torch_mm="2.4", py="3.11"),
+        _f("stack.detected", stack=stack["name"], met=1, total=2, pyver="3.11", how="h", lockfile="l.txt"),
     ]
     plan = build_plan(found, python="/x/bin/python", stack=stack)
     assert [s.kind for s in plan.steps] == ["packages"]

@@ -30,7 +30,9 @@ def test_every_shipped_file_validates():
     (lambda d: d[2].update(severity="fatal"),
      "entry 3 (id {id2}): field 'severity': 'fatal' is not one of error, warning, info, from-stack"),
     (lambda d: d[1].pop("title"), "entry 2 (id {id1}): missing field 'title'"),
-    (lambda d: d[0]["fix"].update(automatic="yes"), "field 'fix'.automatic: must be true/false"),
+    (lambda d: d[0]["fix"].update(automatic=True), "field 'fix'.automatic is derived from fix.plan"),
+    (lambda d: d[1].update(scope="machine"), "entry 2 (id {id1}): field 'scope': 'machine' is not one of host, environment"),
+    (lambda d: d[0]["fix"]["plan"].pop("kind"), "missing field 'kind'"),
 ])
 def test_a_typo_is_one_line_naming_file_entry_and_field(edit, message):
     data = yaml.safe_load((knowledge.KNOWLEDGE_DIR / "findings.yaml").read_text())
