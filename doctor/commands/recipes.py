@@ -18,7 +18,8 @@ from doctor.recipes.catalog import read_overrides_file
 from doctor.recipes.dryrun import next_on_gpu
 from doctor.recipes.launch import launch, trainer_command
 from doctor.recipes.lint import LintResult, lint_overrides, lint_recipe, write_fixed
-from doctor.recipes.preflight import dry_run, preflight
+from doctor.recipes.dryrun import dry_run
+from doctor.recipes.preflight import preflight
 from doctor.report.recipes_text import (render_dry_run, render_lint, render_preflight, render_recipe, render_recipe_list,
                                         render_report, render_run_triage, render_verdict)
 from doctor.results import ExitCode

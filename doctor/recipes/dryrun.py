@@ -19,7 +19,7 @@ from rich.console import Console
 from doctor import knowledge
 from doctor.recipes.catalog import command_ref
 from doctor.probes import ProbeResult, TargetProbe, run_target_probe
-from doctor.rules.dryrun import epochs_decide
+from doctor.rules.dryrun import epochs_decide, evaluate_dry_run
 
 SCRIPTS = Path(__file__).parent / "scripts"
 
@@ -156,3 +156,11 @@ def dry_run_fact(recipe: dict, res: dict, python: str, show: bool = True) -> dic
         if status is not None:
             status.stop()
     return dry
+
+
+def dry_run(recipe: dict, res: dict, python: str, show: bool = True) -> tuple[dict, list, list]:
+    """`recipes run --dry-run`: the trainer's path on CPU with live progress on stderr, judged by the
+    dry run's rules (rules/dryrun.py): (facts, findings, checks)."""
+    dry = dry_run_fact(recipe, res, python, show)
+    findings, checks = evaluate_dry_run(dry, command_ref(recipe), python)
+    return dry, findings, checks

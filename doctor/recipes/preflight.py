@@ -18,8 +18,7 @@ from doctor.probes import ProbeResult
 from doctor.facts import GpuFacts
 from doctor.probes import TargetProbe, run_target_probe
 from doctor.recipes import catalog
-from doctor.recipes.dryrun import dry_run_fact, next_on_gpu
-from doctor.rules.dryrun import evaluate_dry_run
+from doctor.recipes.dryrun import next_on_gpu
 from doctor.rules.gpu import recipe_gpus
 from doctor.uv import runnable
 
@@ -119,14 +118,6 @@ def _target_preflight(python: str, model_path: str | None, files: dict) -> dict:
     probe = TargetProbe("preflight", ("preflight.py",), 120, False, args=lambda: [arg], script_dir=SCRIPTS)
     r = run_target_probe(probe, python)
     return (r.data or {}) if r.ok else {"error": r.error}
-
-
-def dry_run(recipe: dict, res: dict, python: str, show: bool = True) -> tuple[dict, list, list]:
-    """`recipes run --dry-run`: the trainer's path on CPU with live progress on stderr, judged by the
-    dry run's rules: (facts, findings, checks)."""
-    dry = dry_run_fact(recipe, res, python, show)
-    findings, checks = evaluate_dry_run(dry, catalog.command_ref(recipe), python)
-    return dry, findings, checks
 
 
 @dataclass
