@@ -154,3 +154,50 @@ def test_the_image_wheel_of_the_checkout_carries_the_folders(tmp_path):
     assert all(paths.folder(name) == REPO / name for name in FOLDERS)
     wheel = build_doctor_wheel(tmp_path)
     assert _shipped_in(wheel) == {name: set(project_files(name)) for name in FOLDERS}
+
+
+# -- the [stack] extra ---------------------------------------------------------------------------
+
+
+def stack_extra_expected() -> set[str]:
+    """The default stack's requirements, each narrowed by its constraint, then the other constraints:
+    what knowledge/stacks/ says the stack is (the one copy; pyproject's extra must say the same)."""
+    from packaging.requirements import Requirement
+    from packaging.specifiers import SpecifierSet
+
+    from doctor import knowledge
+
+    stack = knowledge.default_stack()
+    cons = {c["dist"]: SpecifierSet(c["spec"]) for c in stack["constraints"]}
+    out, seen = set(), set()
+    for text in stack["requirements"]:
+        req = Requirement(text)
+        spec = req.specifier & cons.get(req.name, SpecifierSet())
+        out.add(str(Requirement(f"{req.name}{'[' + ','.join(sorted(req.extras)) + ']' if req.extras else ''}{spec}")))
+        seen.add(req.name)
+    out |= {str(Requirement(f"{d}{s}")) for d, s in cons.items() if d not in seen}
+    return out
+
+
+def test_the_stack_extra_is_the_default_stack(tmp_path):
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    extra = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["stack"]
+    assert {str(Requirement(r)) for r in extra} == stack_extra_expected()
+
+
+def test_installing_the_stack_extra_gives_an_env_the_doctor_finds_healthy(tmp_path):
+    """`pip install "<checkout>[stack]"` (resolved by uv, as pip would from the index, with the tests'
+    shared cache): the deep check with --no-gpu has no error (issue 28: the old extra resolved
+    pyarrow 25 + datasets 2.14 + fsspec 2026, and `import datasets` failed)."""
+    env = uv_env()
+    venv = tmp_path / "stack"
+    _run([uv(), "venv", "-q", "-p", sys.executable, venv], env=env)
+    _run([uv(), "pip", "install", "-q", "-p", venv / "bin" / "python", f"{REPO}[stack]"], env=env, timeout=1500)
+    proc = subprocess.run([sys.executable, "-m", "doctor", "check", "--no-gpu", "--no-cache", "--json", "--python",
+                           str(venv / "bin" / "python")], capture_output=True, text=True, timeout=900)
+    doc = json.loads(proc.stdout)
+    errors = [f"{f['id']}: {f['title']}" for f in doc["findings"] if f["severity"] == "error"]
+    assert not errors and proc.returncode == 0, errors or proc.stderr[-2000:]
