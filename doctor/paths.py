@@ -8,6 +8,7 @@ and that is the folder used after `pip install verl-doctor` / `pip install <whee
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -41,3 +42,13 @@ def containers_dir() -> Path:
 
 def recipes_dir() -> Path:
     return folder("recipes")
+
+
+def state_dir() -> Path:
+    """Where the doctor keeps what it must find again (snapshots, per-target locks, the constraints
+    files its printed fix commands name): $VERL_DOCTOR_STATE_DIR, else $XDG_STATE_HOME/verl-doctor."""
+    base = os.environ.get("VERL_DOCTOR_STATE_DIR")
+    if base:
+        return Path(base)
+    xdg = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(xdg) / "verl-doctor"

@@ -15,8 +15,8 @@ from doctor.fixes import ApplyContext, FixError, Step, StepKind, register
 from doctor.uv import runnable
 from doctor.uv import uv_bin
 from doctor.lockfiles.compile import stack_inputs
+from doctor.paths import state_dir
 
-CONSTRAINTS_PLACEHOLDER = "SNAPSHOT_DIR/constraints.txt"
 _CHANGE = re.compile(r"^ ([+-]) ([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?(?:==| @ )(\S+)")
 
 
@@ -78,7 +78,8 @@ def _install_args(step: Step, constraints: str) -> list[str]:
     args = ["pip", "install", "--python", step.data["python"]]
     if d.get("exclude_newer"):
         args += ["--exclude-newer", d["exclude_newer"]]
-    args += ["--constraint", constraints]
+    if constraints:
+        args += ["--constraint", constraints]
     for r in d.get("reinstall", []):
         args += ["--reinstall-package", r]
     return args + list(d["requirements"])
@@ -150,8 +151,24 @@ def make_install_step(python: str, stack: dict | None, reqs: list[dict], targets
               "stack": stack["name"] if stack else None, "exclude_newer": (stack or {}).get("exclude_newer"),
               "reinstall": reinstall},
     )
-    step.commands = [runnable(shlex.join(["uv", *_install_args(step, CONSTRAINTS_PLACEHOLDER)]))]
+    # The printed command names a real file with the stack's constraints (a dry run's plan runs as
+    # printed in a new shell); an applied fix uses the snapshot's own copy (bind_constraints_path).
+    step.commands = [runnable(shlex.join(["uv", *_install_args(step, str(constraints_file(stack)) if stack else "")]))]
     return step
+
+
+def constraints_file(stack: dict) -> Path:
+    """The stack's constraints as a file the printed fix command can name: written under the
+    doctor's state dir (not the target), the same text each time."""
+    path = state_dir() / "constraints" / f"{stack['name']}.txt"
+    text = stack_inputs(stack)[1]
+    try:
+        if not path.is_file() or path.read_text() != text:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+    except OSError:
+        pass  # a read-only home: the command still shows where the constraints would be
+    return path
 
 
 def make_sync_step(python: str, lockfile: str, targets: list[str]) -> Step:
@@ -187,5 +204,8 @@ def _merge(requirements: list[str]) -> list[str]:
 
 
 def bind_constraints_path(step: Step, path: Path) -> None:
-    """Put the real constraints path (inside the snapshot) into the shown command."""
-    step.commands = [c.replace(CONSTRAINTS_PLACEHOLDER, str(path)) for c in step.commands]
+    """Put the snapshot's constraints path into the shown command (what the applied fix runs)."""
+    stack = step.data.get("stack")
+    if stack:
+        old = str(state_dir() / "constraints" / f"{stack}.txt")
+        step.commands = [c.replace(old, str(path)) for c in step.commands]

@@ -29,17 +29,10 @@ from pathlib import Path
 
 from doctor import __version__
 from doctor.errors import UsageError
+from doctor.paths import state_dir
 from doctor.fixes import STEP_KINDS, ApplyContext, FixError
 from doctor.fixes import packages
 from doctor.fixes import ray_sessions as _ray_sessions  # noqa: F401 - its kind must be known to undo it
-
-
-def state_dir() -> Path:
-    base = os.environ.get("VERL_DOCTOR_STATE_DIR")
-    if base:
-        return Path(base)
-    xdg = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(xdg) / "verl-doctor"
 
 
 def snapshots_dir() -> Path:
