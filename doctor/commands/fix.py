@@ -25,10 +25,13 @@ from doctor.report.fix_text import render_snapshots
 def _needs_confirmation_channel(args) -> None:
     if args.yes or getattr(args, "dry_run", False):
         return
+    # `doctor rollback` has no --dry-run (it lists what it restores before asking): name only what exists.
+    dry = hasattr(args, "dry_run")
     if getattr(args, "json", False):
-        raise UsageError("--json cannot ask for confirmation: add --yes (or --dry-run)")
+        raise UsageError("--json cannot ask for confirmation: add --yes" + (" (or --dry-run)" if dry else ""))
     if not sys.stdin.isatty():
-        raise UsageError("no terminal to confirm on: add --yes to apply without asking (or --dry-run to only see the plan)")
+        raise UsageError("no terminal to confirm on: add --yes to apply without asking"
+                         + (" (or --dry-run to only see the plan)" if dry else ""))
 
 
 def _checker(python: str, lockfile: Path | None, show_progress: bool):

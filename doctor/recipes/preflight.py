@@ -7,6 +7,7 @@ trainer's own path on CPU (the dry run) passes."""
 from __future__ import annotations
 
 import json
+import shlex
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,10 +88,17 @@ def _weights_complete(d: Path) -> tuple[bool, str]:
     return False, "no model.safetensors, pytorch_model.bin or shard index"
 
 
-def _model_checks(recipe: dict, res: dict) -> list[PreflightCheck]:
+def hub_cli(python: str) -> str:
+    """The target env's own `huggingface-cli` (a new shell has none on PATH: it lives in the training
+    env's bin/), else the module form through the target's Python."""
+    here = Path(python).parent / "huggingface-cli"
+    return shlex.quote(str(here)) if here.exists() else f"{shlex.quote(python)} -m huggingface_hub.commands.huggingface_cli"
+
+
+def _model_checks(recipe: dict, res: dict, python: str) -> list[PreflightCheck]:
     m = recipe["model"]
     path = res["model_path"]
-    dl = (f"huggingface-cli download {m['id']} --local-dir {m.get('path') or '~/models/' + m['id'].split('/')[-1]}"
+    dl = (f"{hub_cli(python)} download {m['id']} --local-dir {m.get('path') or '~/models/' + m['id'].split('/')[-1]}"
           if m.get("id") else "put the model there")
     if not res["model_local"]:
         return [PreflightCheck("model", False, f"model {m.get('id') or m.get('path')} is not on this machine "
@@ -199,7 +207,7 @@ def preflight(recipe: dict, res: dict, python: str, say=None, fast: bool = False
     # fast (--preflight-fast): the check without its deep probes (imports, registry, Ray smoke; ~20 s
     # cold, cached afterwards) and without the dry run — the GPU, model and data checks do not need them.
     result = run_check(python, fast=fast, recipe=recipe, lenient_recipe=True)
-    model = _model_checks(recipe, res)
+    model = _model_checks(recipe, res, python)
     files: list[PreflightCheck] = []
     say("tokenizer and data in the target …")
     tp = _target_preflight(python, res["model_path"] if res["model_local"] else None, res["files"])
