@@ -38,7 +38,8 @@ def run_triage(args) -> int:
         python = resolve_python(args.python)
         version = _python_version(python)
     try:
-        t = triage_text(text, args.log, python=python, python_version=version)
+        t = triage_text(text, args.log, python=python, python_version=version,
+                        target_first=args.python is not None or bool(recorded))
     except Exception as exc:  # noqa: BLE001 - the doctor's own bug: one line, not a traceback
         import sys
         import traceback

@@ -77,12 +77,14 @@ def _locked_pins(path: str) -> tuple[tuple[str, str], ...]:
     return tuple((n, d["version"]) for n, d in parse_lockfile(Path(path)).items())
 
 
-def fix_params(log: dict[str, str], python_version: str | None) -> tuple[dict, list[str]]:
+def fix_params(log: dict[str, str], python_version: str | None, target_first: bool = False) -> tuple[dict, list[str]]:
     """Parameters for the fixes from what the log shows, and how its stack differs from the locked
     set. A fix pins the locked set only where the log's stack is that set (or shows no versions):
     a log from vllm 0.2.4 is not told to install vllm 0.6.3.post1 as if that were the same fix."""
     stack = knowledge.default_stack()
-    pyver = log.get("python") or python_version
+    # The fixes are for the env they name: an explicit --python (or a bundle's recorded env) decides the
+    # Python of the wheel and lockfile they name; else the log's own Python, then the default interpreter's.
+    pyver = (python_version or log.get("python")) if target_first else (log.get("python") or python_version)
     lock_path = stack_lockfile(stack["name"], pyver) if pyver and pyver in stack["python"] else None
     pins = dict(_locked_pins(str(lock_path))) if lock_path and lock_path.is_file() else {}
     if not pins:
@@ -116,13 +118,14 @@ def looks_like_a_log(lines: list[str], sp: dict) -> bool:
     return any(_LOG_LINE.search(ln) or any(rx.search(ln) for _, rx in sp["markers"]) for ln in lines)
 
 
-def triage_text(text: str, path: str, python: str = "python", python_version: str | None = None) -> Triage:
+def triage_text(text: str, path: str, python: str = "python", python_version: str | None = None,
+                target_first: bool = False) -> Triage:
     """The triage of one log; `python` is the interpreter the fix commands name (its version, when
     known, picks the lockfile and wheel the fixes name if the log shows no Python of its own)."""
     sp = spec()
     lines = clean_lines(text, sp)
     log_stack = log_context("\n".join(lines))
-    known, differs = fix_params(log_stack, python_version)
+    known, differs = fix_params(log_stack, python_version, target_first)
     last_step = last_step_idx = None
     for i in range(len(lines) - 1, -1, -1):
         if "step:" in lines[i]:

@@ -133,6 +133,25 @@ def test_fix_commands_name_the_interpreter_given(tmp_path):
     assert any(sys.executable in c for c in cmds), cmds
 
 
+
+def test_the_wheel_a_fix_names_is_for_the_python_given(tmp_path):
+    """A log from a Python 3.10 machine, triaged for a 3.11 env with --python: the flash-attn wheel
+    is the cp311 one (issue 28: it was cp310, which pip refuses on 3.11); without --python the
+    log's own Python decides."""
+    import sys
+
+    log = tmp_path / "fa.log"
+    log.write_text('Traceback (most recent call last):\n'
+                   '  File "/opt/conda/lib/python3.10/site-packages/verl/models/transformers/qwen2.py", line 3, in <module>\n'
+                   '    from flash_attn import flash_attn_func\n'
+                   "ModuleNotFoundError: No module named 'flash_attn'\n")
+    mine = f"cp{sys.version_info[0]}{sys.version_info[1]}"
+    _, doc = triage(log, "--python", sys.executable)
+    cmds = " ".join(c for f in doc["findings"] for c in f["fix"]["commands"])
+    assert f"{mine}-{mine}" in cmds, cmds
+    _, doc = triage(log)
+    assert "cp310-cp310" in " ".join(c for f in doc["findings"] for c in f["fix"]["commands"])
+
 def test_stdin_and_bad_input(tmp_path):
     proc = run_doctor("triage", "-", "--json", input=(FAILURES / "verl-245_vllm_0.6.3.post1_not_supported.log").read_text())
     assert proc.returncode == 1 and json.loads(proc.stdout)["findings"][0]["id"] == "stack.verl-rejects-vllm"
