@@ -13,7 +13,9 @@ from typing import Callable, cast
 from doctor import __version__, cache
 from doctor.errors import UsageError
 from doctor.facts import Facts, FactsError, RayClusterFacts, check_facts
+from doctor.dists import user_projects
 from doctor.findings import Finding
+from doctor.fixes import fix_together
 from doctor.knowledge import get_stack
 from doctor.lockfiles import parse_lockfile
 from doctor.results import Check
@@ -41,6 +43,7 @@ class CheckResult:
     no_gpu: bool = False                          # --no-gpu was given (a replay judges the same way)
     chosen: StackChoice | None = None             # the stack the rules judged against (decided once)
     target_note: str | None = None                # no --python: which interpreter was taken, in words
+    fix_together: list[dict] = field(default_factory=list)  # findings one resolution fixes (doctor fix's step)
 
 
 def collect_facts(python: str, *, fast: bool = False, use_cache: bool = True, scale: float = 1.0,
@@ -181,7 +184,17 @@ def run_check(python: str, *, fast=False, use_cache=True, scale=1.0, stack_name:
                "cached": sorted(n for n, r in probes.items() if r.cached),
                "collect_s": round(t1 - t0, 3), "rules_s": round(t2 - t1, 3)}
     return CheckResult(python=python, facts=facts, probes=probes, findings=findings, checks=checks, timings=timings,
-                       skipped=ctx.skipped, no_gpu=no_gpu, chosen=chosen)
+                       skipped=ctx.skipped, no_gpu=no_gpu, chosen=chosen,
+                       fix_together=together(findings, facts, python, chosen, lockfile))
+
+
+def together(findings: list[Finding], facts: Facts, python: str, chosen: StackChoice, lockfile: Path | None) -> list[dict]:
+    """The check's one-command fixes: what `doctor fix` would run for findings that share a cause."""
+    try:
+        return fix_together(findings, python=python, stack=chosen.stack, lockfile=str(lockfile) if lockfile else None,
+                            protected=user_projects(facts))
+    except Exception:  # noqa: BLE001 - a hint; the findings' own fixes are printed anyway
+        return []
 
 
 def recheck_facts(path: str, *, stack_name: str | None = None, lockfile: Path | None = None,
@@ -219,4 +232,5 @@ def recheck_facts(path: str, *, stack_name: str | None = None, lockfile: Path | 
     findings, checks = evaluate(facts, ctx)
     return CheckResult(python=python, facts=facts, probes=probes, findings=findings, checks=checks,
                        timings={"probes": {}, "cached": [], "collect_s": 0.0, "rules_s": round(time.perf_counter() - t0, 3)},
-                       skipped=skipped, replayed_from=path, no_gpu=no_gpu, chosen=chosen)
+                       skipped=skipped, replayed_from=path, no_gpu=no_gpu, chosen=chosen,
+                       fix_together=together(findings, facts, python, chosen, lockfile))

@@ -234,3 +234,14 @@ def build_plan(findings, *, python: str, stack: dict | None, lockfile: str | Non
     # Package changes first: later kinds (Ray sessions, recipe overrides) may depend on them.
     plan.steps.sort(key=lambda s: 0 if STEP_KINDS[s.kind].restores_packages else 1)
     return plan
+
+
+def fix_together(findings, *, python: str, stack: dict | None, lockfile: str | None = None,
+                 protected: dict[str, str] | None = None) -> list[dict]:
+    """Findings one resolution fixes together (the resolver's view of one cause): each package step
+    of the plan `doctor fix` would make that covers two or more findings, with its one command.
+    `doctor check` prints these instead of one command per finding, which run alone can leave a
+    new conflict (transformers 5 → 4.47 needs tokenizers < 0.22 in the same resolution)."""
+    plan = build_plan(findings, python=python, stack=stack, lockfile=lockfile, protected=protected)
+    return [{"targets": list(step.targets), "description": step.description, "command": step.commands[0]}
+            for step in plan.steps if step.kind in ("packages", "sync-lock") and len(step.targets) > 1 and step.commands]

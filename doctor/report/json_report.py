@@ -17,6 +17,7 @@ def to_document(result) -> dict:
         "target": {"python": result.python, **result.facts.get("python", {}),
                    **({"chosen_by": result.target_note} if getattr(result, "target_note", None) else {})},
         "findings": [f.to_dict() for f in result.findings],
+        "fix_together": getattr(result, "fix_together", []),
         "checks": [c.to_dict() for c in result.checks],
         "probes": {n: {"ok": r.ok, "error": r.error, "cached": r.cached} for n, r in result.probes.items()},
         "facts": facts,

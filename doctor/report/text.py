@@ -33,6 +33,8 @@ def render(result, console: Console | None = None, verbose: bool = False) -> Non
     for line in gpu_banner(result):
         console.print(line)
     by_id = {f.id: f for f in result.findings}
+    together = {fid: [t for t in group["targets"] if t != fid] for group in getattr(result, "fix_together", [])
+                for fid in group["targets"]}
     consequences: dict[str, list] = {}
     for f in result.findings:
         if f.caused_by:
@@ -56,13 +58,17 @@ def render(result, console: Console | None = None, verbose: bool = False) -> Non
                     console.print(f"      [{col}]{m} {fid}[/] [dim]({escape(where)})[/]")
                     continue
                 shown.add(fid)
-                render_finding(console, f)
+                render_finding(console, f, together.get(fid))
                 for sub in consequences.get(fid, []):
                     m, col = mark_of(console, sub.severity)
                     console.print(f"        [dim]caused by this:[/] [{col}]{m} {escape(sub.id)}[/]: {escape(sub.title)}")
         rest = [c for c in checks if c not in listed]
         if rest:
             console.print(f"  {_rest_line(console, rest)}")
+    for group in getattr(result, "fix_together", []):
+        console.print("\n[bold]Fix together[/] [dim](one resolution; `doctor fix` runs exactly this, after a snapshot)[/]")
+        console.print(f"  {escape(', '.join(group['targets']))}: {escape(group['description'])}")
+        console.print(f"    $ {escape(group['command'])}")
     roots = [f for f in result.findings if not f.caused_by]
     errors = sum(f.severity == "error" for f in roots)
     warnings = sum(f.severity == "warning" for f in roots)
@@ -119,7 +125,7 @@ def render_check(console: Console, c) -> None:
     console.print(f"  [{colour}]{mark}[/] {escape(c.check)}{extra}")
 
 
-def render_finding(console: Console, f) -> None:
+def render_finding(console: Console, f, together: list[str] | None = None) -> None:
     mark, colour = mark_of(console, f.severity)
     console.print(f"      [{colour}]{mark} {f.id}[/]: {escape(f.title)}")
     for e in f.evidence[:14]:
@@ -129,6 +135,9 @@ def render_finding(console: Console, f) -> None:
     if f.severity != "info":
         auto = " [green](doctor fix can apply this)[/]" if f.fix.automatic else ""
         console.print(f"        fix: {escape(f.fix.summary)}{auto}")
+        if together:  # one cause, one command: printed once, under "Fix together"
+            console.print(f"          [dim]in one resolution with {escape(', '.join(together))}: see \"Fix together\" below[/]")
+            return
         for cmd in f.fix.commands:
             console.print(f"          $ {escape(cmd)}")
 

@@ -157,3 +157,35 @@ def _cmdline(pid: str) -> str:
             return fh.read().decode(errors="replace")
     except OSError:
         return ""
+
+
+
+def test_one_cause_one_command_run_as_printed_fixes_them_all(tmp_path):
+    """transformers 5: three findings, one cause. The check prints ONE command for them ("Fix
+    together", the step `doctor fix` would run); pasted into a new shell (here: on a private copy of
+    the env), it leaves no version finding and no new conflict (issue 28: four separate commands, the
+    first of which, run alone, left a conflict)."""
+    import json
+    import subprocess
+    import envs
+
+    py = envs.build_copy("transformers5", tmp_path / "t5")
+
+    def check() -> dict:
+        return json.loads(run_doctor("check", "--json", "--no-gpu", "--python", str(py)).stdout)
+
+    doc = check()
+    (group,) = doc["fix_together"]
+    targets = {"version.transformers", "version.tokenizers", "vllm.tokenizer-incompatible"}
+    assert targets <= set(group["targets"])
+    cmd = group["command"]
+    assert str(py) in cmd and "SNAPSHOT_DIR" not in cmd and "{" not in cmd and "<" + "lockfile>" not in cmd
+    text = run_doctor("check", "--no-gpu", "--python", str(py)).stdout
+    assert text.count(cmd) == 1 and "Fix together" in text  # printed once, not once per finding
+    shell = {k: v for k, v in envs.uv_env().items() if k != "VIRTUAL_ENV"}  # a new shell: no venv active or on PATH
+    shell["PATH"] = ":".join(p for p in shell.get("PATH", "").split(":") if ".venv" not in p)
+    proc = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=900, env=shell)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    after = check()
+    assert not targets & ids(after) and "pip.conflict" not in ids(after), ids(after)
+    assert ids(after, "error") == set(), ids(after, "error")
