@@ -23,7 +23,7 @@ from doctor.recipes.preflight import preflight
 from doctor.report.recipes_text import (render_dry_run, render_lint, render_preflight, render_recipe, render_recipe_list,
                                         render_report, render_run_triage, render_verdict)
 from doctor.results import ExitCode
-from doctor.target import resolve_python
+from doctor.target import default_note, resolve_python
 from doctor.triage import read_log, triage_text
 
 
@@ -121,7 +121,7 @@ def _dry_run_only(recipe: dict, res: dict, python: str, args) -> int:
                                      "findings": [f.to_dict() for f in findings],
                                      "checks": [c.to_dict() for c in checks]}, indent=1, default=str) + "\n")
     else:
-        render_dry_run(dry, findings, recipe["name"], python)
+        render_dry_run(dry, findings, recipe["name"], python, note=default_note(args.python))
     return code
 
 

@@ -46,14 +46,15 @@ def render_lint(r: LintResult, out=None) -> None:
     console.print(f"\n[bold {colour}]{errors} error(s), {warnings} warning(s)[/]")
 
 
-def render_dry_run(dry: dict, findings: list, recipe: str, python: str, out=None) -> None:
+def render_dry_run(dry: dict, findings: list, recipe: str, python: str, out=None, note: str | None = None) -> None:
     console = Console(file=out or sys.stdout, highlight=False, soft_wrap=True)
-    console.print(f"[bold]recipes run {escape(recipe)} --dry-run[/] · verl {dry.get('verl') or '?'} in {escape(python)}")
-    if dry.get("stand_in_for"):
+    console.print(f"[bold]recipes run {escape(recipe)} --dry-run[/] · verl {dry.get('verl') or '?'} in {escape(python)}"
+                  + (f" [yellow]· {escape(note)}: --python PATH for the training env[/]" if note else ""))
+    if dry.get("stand_in_for") and dry.get("steps"):
         console.print(f"  [dim]{escape(str(dry['stand_in_for']))} is not on this machine: the tokenizer and model config "
                       "are a tiny Qwen2 stand-in written by the target's transformers[/]")
     if not dry.get("steps"):
-        console.print(f"[bold yellow]the dry run could not run:[/] {escape(str(dry.get('error')))}")
+        console.print(f"[bold yellow]the dry run could not run:[/] {escape(str(dry.get('error') or 'it reported no step'))}")
         return
     marks = {"ok": f"[green]{symbol('ok', console.file)}[/]", "failed": f"[red]{symbol('error', console.file)}[/]",
              "running": "[yellow]…[/]"}

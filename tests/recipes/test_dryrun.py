@@ -208,3 +208,13 @@ def test_check_facts_judges_a_recorded_dry_run_again(tmp_path):
     f.write_text(json.dumps(doc))
     p = run_doctor("check", "--facts", str(f), "--verbose")
     assert "Trainer (dry run on CPU)" in p.stdout and "trainer.rows-dropped" in p.stdout, p.stdout[-3000:]
+
+
+def test_a_dry_run_in_an_interpreter_without_verl_says_why_and_which_target():
+    """`recipes run NAME --dry-run` without --python in the doctor's own venv (no verl): the reason,
+    not "could not run: None", and the first line says the target is the doctor's own interpreter
+    (issue 27). Exit 3: nothing was judged."""
+    p = recipes("run", "gsm8k-smoke-1gpu", "--dry-run", env={"VIRTUAL_ENV": ""})  # no venv active
+    assert p.returncode == 3, p.stderr
+    assert "the dry run could not run: ImportError: verl is not installed" in p.stdout, p.stdout
+    assert "None" not in p.stdout and "the doctor's own interpreter" in p.stdout.splitlines()[0]

@@ -112,6 +112,10 @@ def finish(failure=None):
         _done.set()
         events = read_events()
         result["steps"] = assemble(events, failure if not result["reached_gpu"] else None)
+        if failure is not None and not result["steps"] and not result["reached_gpu"]:
+            # failed before its first step (no verl in this interpreter, say): the failure is the dry run's error
+            msg, kind = str(failure.get("message") or ""), str(failure.get("type") or "")
+            result["error"] = msg if not kind or msg.startswith(kind) else "%s: %s" % (kind, msg)
         # Ray workers that ran the setup hook (the TaskRunner's, and any Ray prestarted for the job)
         result["ray"]["workers"] = [{"pid": e["pid"], "setup_s": e["detail"]["setup_s"], "t": e["t"]}
                                     for e in events if e["state"] == "worker"]
