@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 class FixUI(Protocol):
     def say(self, markup: str) -> None: ...
+    def mark(self, status: str) -> str: ...
     def plan(self, plan, result, stack_how: str) -> None: ...
     def plan_failed(self, reason: str) -> None: ...
     def recheck_failed(self, reason: str, after, ids: set[str]) -> None: ...
@@ -44,6 +45,9 @@ class QuietUI:
 
     def say(self, markup: str) -> None:
         pass
+
+    def mark(self, status: str) -> str:
+        return ""
 
     def plan(self, plan, result, stack_how: str) -> None:
         pass
@@ -205,7 +209,7 @@ def roll_back(snap, python: str, doc: dict, ui: FixUI) -> tuple[str, ExitCode]:
         snap.update(status="rollback-failed")
         doc["rollback_error"] = str(exc)
         retry = runnable(f"doctor rollback {snap.id} --yes")
-        ui.say(f"[bold red]✗ the automatic rollback failed[/]: {esc(str(exc))}\n  retry with: {esc(retry)}")
+        ui.say(f"[bold red]{ui.mark('error')} the automatic rollback failed[/]: {esc(str(exc))}\n  retry with: {esc(retry)}")
         return "rollback-failed", ExitCode.PROBLEMS
     doc["timings"]["rollback_s"] = round(time.perf_counter() - t0, 2)
     snap.update(status="rolled-back", rollback_reason=doc.get("reason"))
@@ -258,10 +262,10 @@ def rollback(snap, python: str, ui: FixUI, yes: bool) -> ExitCode:
         try:
             snapmod.restore(snap, python, log=lambda m: ui.say(f"  [dim]$ {esc(m)}[/]"))
         except FixError as exc:
-            ui.say(f"[bold red]✗ rollback failed[/]: {esc(str(exc))}")
+            ui.say(f"[bold red]{ui.mark('error')} rollback failed[/]: {esc(str(exc))}")
             return ExitCode.PROBLEMS
         snap.update(status="rolled-back")
         before.update(status="replaced-by-rollback")
-        ui.say(f"[bold green]✓ restored[/] in {time.perf_counter() - t0:.1f} s: `uv pip freeze` is byte-identical "
+        ui.say(f"[bold green]{ui.mark('ok')} restored[/] in {time.perf_counter() - t0:.1f} s: `uv pip freeze` is byte-identical "
                "to the snapshot")
     return ExitCode.OK

@@ -62,6 +62,9 @@ class TextUI:
     def say(self, markup: str) -> None:
         self.out.print(markup)
 
+    def mark(self, status: str) -> str:
+        return mark_for(status, self.out.encoding)[0]
+
     def plan(self, plan, result, stack_how: str) -> None:
         render_plan(self.out, plan, result, stack_how)
 
