@@ -155,6 +155,14 @@ def _import_signatures() -> list[tuple[str, re.Pattern, str]]:
             if "import" in s["contexts"]]
 
 
+def default_params(finding_id: str, context: str = "import") -> dict:
+    """The placeholders a signature of that context gives its finding (signatures.yaml `params`):
+    what a rule that only knows the ID fills in where it has nothing better."""
+    sigs = [s for s in knowledge.load("signatures") if s["id"] == finding_id and s.get("params")]
+    sigs.sort(key=lambda s: context not in s["contexts"])  # that context's own first, then any other's
+    return dict(sigs[0]["params"]) if sigs else {}
+
+
 def classify(message: str) -> str | None:
     """The finding ID an import's error message proves; None if unknown."""
     for fid, rx, _ in _import_signatures():

@@ -9,6 +9,7 @@ from doctor.findings import make
 from doctor.rules.registry import rule
 from doctor.dists import installed
 from doctor.reference import culprits, differs_from_reference
+from doctor.signatures import default_params
 from doctor.rules.failures import fails_for_missing_dist, failure_evidence, import_failures
 from doctor.stacks import missing_stack_dists
 from doctor.rules.stack import dists_missing_finding
@@ -44,7 +45,7 @@ def failed(facts, ctx):
             evidence.append("import chain through: " + " → ".join(dict.fromkeys(info["chain_dists"])))
         versions = {c["dist"].replace("-", "_"): installed(facts, c["dist"]) or "(not installed)"
                     for c in stack["constraints"]}  # a signature's finding may name them ({verl}, {vllm})
-        surfaced = make(fid, evidence, **{**versions, "module": label, "modules": ", ".join(modules),
+        surfaced = make(fid, evidence, **{**default_params(fid), **versions, "module": label, "modules": ", ".join(modules),
                                           "exc_type": info.get("type"), "dist": dist,
                                           "message": info.get("message", "?"), "python": ctx.python})
         blamed = culprits(facts, ctx.reference, info)
