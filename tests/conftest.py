@@ -22,6 +22,17 @@ import envs  # noqa: E402
 # Subprocesses of the doctor inherit it.
 os.environ.setdefault("VERL_DOCTOR_STRICT", "1")
 
+# The signal tests send SIGINT/SIGHUP to the doctor as a user's terminal does. A suite started in
+# the background (`nohup`, `cmd &` in a script) inherits both as *ignored*, and an ignored signal
+# stays ignored across exec: the doctor would never see them. Handled here, they reach each child
+# with their default disposition, as in a user's shell.
+import signal  # noqa: E402
+
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:
+    signal.signal(signal.SIGHUP, lambda *_: None)  # pytest itself goes on; its children get SIG_DFL
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _isolated_cache(tmp_path_factory):
