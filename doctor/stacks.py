@@ -212,13 +212,14 @@ def stack_modules(stack: dict | None) -> list[str]:
     return stack.get("modules") or knowledge.load("python_env")["stack_modules"]
 
 
-def missing_stack_dists(facts: Facts, stack: dict) -> list[str]:
-    """The stack's distributions that are not installed: its top-level requirements, then the
+def missing_stack_dists(facts: Facts, stack: dict | None) -> list[str]:
+    """The stack's distributions that are not installed (no stack: verl, vLLM, torch, transformers and
+    the top-level modules verl imports): its top-level requirements, then the
     distributions of the modules the imports probe loads (pyarrow, triton, xformers: verl's and
     vLLM's own requirements), except those a finding of their own reports when missing
     (findings.yaml `missing_dist`)."""
     own = {canonicalize_name(d["missing_dist"]) for d in knowledge.load("findings") if d.get("missing_dist")}
-    names = [canonicalize_name(Requirement(text).name) for text in stack.get("requirements", [])]
+    names = [canonicalize_name(Requirement(text).name) for text in stack.get("requirements", [])] if stack else list(CORE)
     names += [canonicalize_name(m.split(".")[0]) for m in stack_modules(stack)]
     return [n for n in dict.fromkeys(names) if n not in own and n not in facts["distributions"]]
 

@@ -19,7 +19,7 @@ from doctor.rules.stack import dists_missing_finding
 def failed(facts, ctx):
     owned_by_ray = knowledge.load("ray")["imports"]
     stack = ctx.chosen.stack
-    missing = missing_stack_dists(facts, stack) if stack else []
+    missing = missing_stack_dists(facts, stack)
     judged = set(stack_modules(stack))  # the family's trainer path: verl 0.9 has no verl.workers.fsdp_workers
     groups: dict[tuple, list] = {}
     folded = []

@@ -43,18 +43,13 @@ def detected(facts, ctx):
 @rule("the stack's distributions are installed", "stack", needs=("distributions",), emits=("stack.dists-missing",))
 def dists_missing(facts, ctx):
     stack = ctx.chosen.stack
-    if stack is None:  # no family: only verl itself, without which there is nothing to train with
-        if installed(facts, "verl") is None:
-            evidence = [f"not installed: verl (no stack family without it) in {ctx.python}"]
-            if installed(facts, "vllm") is None and installed(facts, "torch") is None:
-                evidence.append(f"none of verl, vllm, torch is installed in {ctx.python}: if it is not the training "
-                                "environment's interpreter, give that one with --python PATH")
-            yield dists_missing_finding(facts, ctx, None, ["verl"], evidence)
-        return
+    if stack is None and installed(facts, "verl") is not None:
+        return  # a verl of no known family: its own requirements (pip.conflict) and the imports judge it
     missing = missing_stack_dists(facts, stack)
     if not missing:
         return
-    evidence = [f"not installed: {', '.join(missing)} (stack {stack['name']} and the modules verl imports)"]
+    whose = f"stack {stack['name']}" if stack else "no stack family without verl"
+    evidence = [f"not installed: {', '.join(missing)} ({whose} and the modules verl imports)"]
     if all(d in missing for d in ("verl", "vllm", "torch")):
         evidence.append(f"none of verl, vllm, torch is installed in {ctx.python}: if it is not the training "
                         "environment's interpreter, give that one with --python PATH")

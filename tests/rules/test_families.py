@@ -161,5 +161,6 @@ def test_h200_py312_without_verl_is_of_no_known_family():
     assert f.title.startswith("stack family no known family: verl is not installed")
     assert not [i for i in found if i.startswith("version.")] and "python.version-unverified" not in found
     missing = found["stack.dists-missing"]
-    assert missing.title.endswith("not installed: verl") and not missing.fix.commands
+    assert missing.title.endswith("not installed: verl, vllm, tensordict, ray, xformers, datasets")
+    assert "no stack family without verl" in missing.evidence[0] and not missing.fix.commands
     assert "lockfiles/" not in commands(found)  # no lockfile claimed for an env of no family
