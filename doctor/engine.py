@@ -27,7 +27,7 @@ from doctor.probes.ray_state import head_answers, ray_state_facts
 from doctor.probes.system import system_facts
 from doctor.rules import Context, evaluate
 from doctor.recipes.checkfacts import recipe_facts
-from doctor.stacks import StackChoice, choose_stack, reference_pins
+from doctor.stacks import StackChoice, choose_stack, family_guard, reference_pins
 
 
 @dataclass
@@ -192,7 +192,7 @@ def together(findings: list[Finding], facts: Facts, python: str, chosen: StackCh
     """The check's one-command fixes: what `doctor fix` would run for findings that share a cause."""
     try:
         return fix_together(findings, python=python, stack=chosen.stack, lockfile=str(lockfile) if lockfile else None,
-                            protected=user_projects(facts))
+                            protected=user_projects(facts), guard=family_guard(chosen, facts))
     except Exception:  # noqa: BLE001 - a hint; the findings' own fixes are printed anyway
         return []
 

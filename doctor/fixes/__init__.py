@@ -21,6 +21,7 @@ from packaging.utils import canonicalize_name
 from doctor import knowledge
 from doctor.errors import UsageError
 from doctor.findings import definition
+from doctor.stacks import FamilyGuard, crosses_family
 
 
 class FixError(Exception):
@@ -163,13 +164,17 @@ def validate_only(only: list[str] | None) -> None:
 
 
 def build_plan(findings, *, python: str, stack: dict | None, lockfile: str | None = None,
-               only: list[str] | None = None, protected: dict[str, str] | None = None) -> Plan:
+               only: list[str] | None = None, protected: dict[str, str] | None = None,
+               guard: FamilyGuard | None = None) -> Plan:
     """Ordered steps for every automatic finding (one whose entry has a fix.plan).
 
     All package entries become ONE packages step (one uv resolution), or, with a lockfile, one
     sync-lock step. Non-automatic errors and warnings become manual steps. `protected` (name →
     checkout) are the user's own code (editable installs, source trees): no step installs,
-    reinstalls or removes them — a lockfile sync, which would, becomes a manual step that says so."""
+    reinstalls or removes them — a lockfile sync, which would, becomes a manual step that says so.
+    `guard` (doctor.stacks.family_guard) is the env's stack family: no step moves verl, vLLM, torch
+    or transformers into another family (nor resolves within another family's stack) unless the
+    user named that family's stack (--stack); such a step becomes a manual one that says why."""
     protected = {canonicalize_name(n): p for n, p in (protected or {}).items()}
     from doctor.fixes import packages  # noqa: F401 - registers the package step kinds
     from doctor.fixes import ray_sessions  # noqa: F401 - registers the ray-quarantine kind
@@ -179,6 +184,16 @@ def build_plan(findings, *, python: str, stack: dict | None, lockfile: str | Non
     reinstall: list[str] = []
     pkg_targets: list[str] = []
     lock_targets: list[str] = []
+    foreign = None  # the plan's stack is of another family than the env's, and nobody asked for it
+    if guard is not None and not guard.asked and stack is not None and stack.get("family") != guard.family:
+        foreign = (f"{stack['name']} is of the {stack.get('family')} family and the env is of "
+                   f"{guard.family or 'no known family'}: resolving within it would move the env across families "
+                   f"(name the stack with --stack to ask for that)")
+
+    def refuse(f, why: str) -> None:
+        plan.manual.append({"id": f.id, "severity": f.severity, "title": f.title, "summary": f.fix.summary,
+                            "commands": list(f.fix.commands), "why": why})
+
     for f in findings:
         fix = f.fix
         entry = entry_for(f.id) if fix.automatic else None
@@ -190,6 +205,9 @@ def build_plan(findings, *, python: str, stack: dict | None, lockfile: str | Non
             continue
         if not matches_only(f.id, only):
             plan.excluded.append(f.id)
+            continue
+        if foreign and entry["kind"] in ("sync-lock", "packages"):
+            refuse(f, foreign)
             continue
         if entry["kind"] == "sync-lock" or (lockfile and entry["kind"] == "packages"):
             if not lockfile:  # lock.drift only fires with --lock; keep the guard for other callers
@@ -205,6 +223,10 @@ def build_plan(findings, *, python: str, stack: dict | None, lockfile: str | Non
             continue
         if entry["kind"] == "packages":
             wanted = [requirement_for(item, f.id, stack) for item in entry.get("install", [])]
+            crossing = [why for r, _ in wanted if (why := crosses_family(r, guard))]
+            if crossing:  # never across families: the user decides that, by naming the family
+                refuse(f, "; ".join(crossing))
+                continue
             mine = sorted({canonicalize_name(_req_name(r)) for r, _ in wanted} & set(protected))
             mine += sorted({canonicalize_name(_req_name(r)) for r in entry.get("reinstall", [])} & set(protected) - set(mine))
             if mine:  # the user's code: never replaced, whatever a finding about it says
@@ -237,11 +259,11 @@ def build_plan(findings, *, python: str, stack: dict | None, lockfile: str | Non
 
 
 def fix_together(findings, *, python: str, stack: dict | None, lockfile: str | None = None,
-                 protected: dict[str, str] | None = None) -> list[dict]:
+                 protected: dict[str, str] | None = None, guard: FamilyGuard | None = None) -> list[dict]:
     """Findings one resolution fixes together (the resolver's view of one cause): each package step
     of the plan `doctor fix` would make that covers two or more findings, with its one command.
     `doctor check` prints these instead of one command per finding, which run alone can leave a
     new conflict (transformers 5 → 4.47 needs tokenizers < 0.22 in the same resolution)."""
-    plan = build_plan(findings, python=python, stack=stack, lockfile=lockfile, protected=protected)
+    plan = build_plan(findings, python=python, stack=stack, lockfile=lockfile, protected=protected, guard=guard)
     return [{"targets": list(step.targets), "description": step.description, "command": step.commands[0]}
             for step in plan.steps if step.kind in ("packages", "sync-lock") and len(step.targets) > 1 and step.commands]

@@ -23,7 +23,7 @@ from doctor.fixes import snapshot as snapmod
 from doctor.fixes.packages import bind_constraints_path, freeze
 from doctor.knowledge import get_stack
 from doctor.results import ExitCode, Severity
-from doctor.stacks import choose_stack
+from doctor.stacks import choose_stack, family_guard
 from doctor.uv import runnable
 
 if TYPE_CHECKING:
@@ -120,7 +120,7 @@ def fix(req: FixRequest, ui: FixUI, check: Callable[[str | None], "CheckResult"]
         t0 = time.perf_counter()
         plan = build_plan(before.findings, python=req.python, stack=stack,
                           lockfile=str(req.lockfile) if req.lockfile else None, only=req.only,
-                          protected=user_projects(before.facts))
+                          protected=user_projects(before.facts), guard=family_guard(chosen, before.facts))
         doc.update(stack=plan.stack, lockfile=plan.lockfile, before=summary(before.findings))
         snap_id = None if req.dry_run or not plan.steps else snapmod.new_id()
         if snap_id:

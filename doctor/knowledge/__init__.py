@@ -49,9 +49,25 @@ def load(name: str) -> Any:
 @functools.lru_cache(maxsize=None)
 def stacks() -> dict[str, dict]:
     out = {}
+    known = families()
     for path in sorted(STACKS_DIR.glob("*.yaml")):
         data = _load_checked(path, "stack")
+        if data["family"] not in known:
+            raise KnowledgeError(f"{path}: field 'family': {data['family']!r} is not a family of families.yaml "
+                                 f"({', '.join(known)})")
         out[data["name"]] = data
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def families() -> dict[str, dict]:
+    """The stack families (families.yaml), by name, each with its stacks' names (`stacks`)."""
+    data = load("families")
+    out = {f["name"]: {**f, "stacks": []} for f in data["families"]}
+    for path in sorted(STACKS_DIR.glob("*.yaml")):
+        stack = _load_checked(path, "stack")
+        if stack["family"] in out:
+            out[stack["family"]]["stacks"].append(stack["name"])
     return out
 
 

@@ -94,10 +94,22 @@ SCHEMAS: dict[str, Any] = {
                "steps": [{"id": TEXT, "title": TEXT, "where": ("driver", "ray", "task"), "follows": TEXT,
                           "optional?": bool}]},
     "stack": {
-        "name": TEXT, "default?": bool, "description": TEXT, "python": [TEXT], "platform": TEXT,
-        "exclude_newer": TEXT, "requirements": [TEXT],
+        # family: a name of families.yaml (checked by knowledge.stacks()).
+        "name": TEXT, "family": TEXT, "default?": bool, "description": TEXT, "python": [TEXT], "platform": TEXT,
+        # lock_note: why lockfiles/ has no lockfile of the stack yet (the doctor then names none).
+        "lock_note?": TEXT, "exclude_newer": TEXT, "requirements": [TEXT],
         "constraints": [{"dist": TEXT, "spec": TEXT, "severity": SEVERITY, "reason": TEXT, "source": TEXT}],
-        "flash_attn": {"version": TEXT, "wheels": Map({"url": TEXT, "sha256?": (str, type(None))}), "note?": TEXT, "source": TEXT},
+        # modules: the modules of the stack's trainer path the imports rule judges (default:
+        # python_env.yaml stack_modules).
+        "modules?": [TEXT],
+        "flash_attn?": {"version": TEXT, "wheels": Map({"url": TEXT, "sha256?": (str, type(None))}), "note?": TEXT,
+                        "source": TEXT},
+    },
+    "families": {
+        "families": [{"name": TEXT, "description": TEXT, "verl": TEXT, "dists": Map(TEXT), "source": TEXT}],
+        "releases": [{"verl": TEXT, "date": TEXT, "family": TEXT, "vllm": TEXT, "torch": TEXT, "transformers": TEXT,
+                      "python": TEXT, "source": TEXT}],
+        "common_modules": [TEXT],
     },
 }
 

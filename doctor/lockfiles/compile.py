@@ -42,9 +42,12 @@ def header(stack: dict, python: str, reqs: str, cons: str) -> str:
         f"#   --exclude-newer {stack['exclude_newer']} (the resolution date)",
         f"# Inputs: doctor/knowledge/stacks/{stack['name']}.yaml (requirements + constraints, sha256 {digest}…)",
         "# Install: uv pip sync --require-hashes THIS_FILE   (or pip install --require-hashes -r THIS_FILE)",
-        f"# flash-attn {fa.get('version', '?')} is not in this file (PyPI has no wheel); on GPU machines:",
-        f"#   pip install --no-deps {wheel.get('url', '?')}",
     ]
+    if wheel.get("url"):
+        lines += [f"# flash-attn {fa.get('version', '?')} is not in this file (PyPI has no wheel); on GPU machines:",
+                  f"#   pip install --no-deps {wheel['url']}"]
+    else:
+        lines.append("# flash-attn is not in this file: the stack names no wheel of it for this Python")
     return "\n".join(lines) + "\n"
 
 

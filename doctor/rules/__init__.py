@@ -6,6 +6,7 @@ findings merge: the first-registered rule's title and severity win, evidence acc
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -20,7 +21,7 @@ from doctor.rules import (  # noqa: F401,E402  (imported for their @rule registr
     stack, versions, python_env, packages, vllm, attention, gpu, system, lock, ray, imports, probes,
     config, dryrun,
 )
-from doctor.stacks import StackChoice, choose_stack, stack_lockfile_for
+from doctor.stacks import FamilyGuard, StackChoice, choose_stack, crosses_family, family_guard, stack_lockfile_for
 
 
 @dataclass
@@ -97,8 +98,10 @@ def evaluate(facts: Facts, ctx: Context, trace: dict | None = None,
     link_root_causes(merged)
     _pin_to_the_lockfile(list(merged.values()) + extra, facts, ctx)
     every = list(merged.values()) + extra
+    guard = family_guard(ctx.chosen, facts) if facts.get("distributions") is not None else None
     for f in every:  # a command nothing could fill in is not printed as one to run
         hold_unrunnable(f)
+        _hold_cross_family(f, guard)
     findings = sorted(every, key=report_order)
     return findings, checks
 
@@ -116,6 +119,23 @@ def _pin_to_the_lockfile(findings, facts: Facts, ctx: Context) -> None:
         return
     for f in findings:
         f.fix.commands = [c.replace("{lockfile}", lockfile) for c in f.fix.commands]
+
+
+def _hold_cross_family(f: Finding, guard: FamilyGuard | None) -> None:
+    """A printed command that would move verl, vLLM, torch or transformers into another family than
+    the env's (doctor.stacks.crosses_family) is not printed as one to run: the summary says why."""
+    keep, why = [], []
+    for c in f.fix.commands:
+        try:
+            tokens = shlex.split(c)
+        except ValueError:
+            keep.append(c)
+            continue
+        reasons = [r for t in tokens if not t.startswith("-") and (r := crosses_family(t, guard))]
+        (why.extend(reasons) if reasons else keep.append(c))
+    if why:
+        f.fix.commands = keep
+        f.fix.summary += " Not printed as a command to run: " + "; ".join(dict.fromkeys(why)) + "."
 
 
 def link_root_causes(findings: dict[str, Finding]) -> None:

@@ -12,16 +12,21 @@ from doctor.findings import definition
 
 
 def _wheel_url(facts, ctx) -> str:
-    stack = ctx.chosen.stack
+    """The stack's flash-attn wheel for the target's Python, only when it is built for the installed
+    torch (a torch 2.4 wheel is no advice for torch 2.11); else the bare name."""
+    stack = ctx.chosen.stack or {}
     wheels = (stack.get("flash_attn") or {}).get("wheels", {})
+    have, pinned = installed(facts, "torch"), knowledge.stack_pins(stack).get("torch") if stack else None
+    if have and pinned and have.split("+")[0].split(".")[:2] != pinned.split(".")[:2]:
+        return "flash-attn"
     return (wheels.get(facts["markers"]["python_version"]) or {}).get("url", "flash-attn")
 
 
 def _wheel_params(facts, ctx) -> dict:
-    """The wheel the stack names for the target's Python, and what it is built for."""
+    """The wheel the stack names for the target's Python, and the torch it must match (the installed one)."""
     stack = ctx.chosen.stack
-    torch = knowledge.stack_pins(stack).get("torch", "?")
-    return {"wheel_url": _wheel_url(facts, ctx), "torch_mm": ".".join(torch.split(".")[:2]),
+    torch = (installed(facts, "torch") or (knowledge.stack_pins(stack).get("torch") if stack else None) or "?")
+    return {"wheel_url": _wheel_url(facts, ctx), "torch_mm": ".".join(torch.split("+")[0].split(".")[:2]),
             "py": facts["markers"]["python_version"]}
 
 

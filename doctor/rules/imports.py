@@ -11,7 +11,7 @@ from doctor.dists import installed
 from doctor.reference import culprits, differs_from_reference
 from doctor.signatures import default_params
 from doctor.rules.failures import fails_for_missing_dist, failure_evidence, import_failures
-from doctor.stacks import missing_stack_dists
+from doctor.stacks import missing_stack_dists, stack_modules
 from doctor.rules.stack import dists_missing_finding
 
 
@@ -21,9 +21,12 @@ def failed(facts, ctx):
     owned_by_ray = knowledge.load("ray")["imports"]
     stack = ctx.chosen.stack
     missing = missing_stack_dists(facts, stack)
+    judged = set(stack_modules(stack))  # the family's trainer path: verl 0.9 has no verl.workers.fsdp_workers
     groups: dict[tuple, list] = {}
     folded = []
     for module, info, fid in import_failures(facts):
+        if module not in judged:
+            continue
         if fid is None and fails_for_missing_dist(info, missing):
             folded.append(module)  # the distribution is simply not installed: stack.dists-missing
             continue
@@ -44,7 +47,7 @@ def failed(facts, ctx):
         if info.get("chain_dists"):
             evidence.append("import chain through: " + " → ".join(dict.fromkeys(info["chain_dists"])))
         versions = {c["dist"].replace("-", "_"): installed(facts, c["dist"]) or "(not installed)"
-                    for c in stack["constraints"]}  # a signature's finding may name them ({verl}, {vllm})
+                    for c in (stack or {}).get("constraints", [])}  # a signature's finding may name them ({verl}, {vllm})
         surfaced = make(fid, evidence, **{**default_params(fid), **versions, "module": label, "modules": ", ".join(modules),
                                           "exc_type": info.get("type"), "dist": dist,
                                           "message": info.get("message", "?"), "python": ctx.python})

@@ -51,5 +51,5 @@ def pip_conflict(facts, ctx):
     found = conflicts(facts)
     if found:
         stack = ctx.chosen.stack
-        yield make("pip.conflict", found, count=len(found), stack=stack["name"], python=ctx.python,
-                   lockfile=stack_lockfile_for(facts, stack))
+        yield make("pip.conflict", found, count=len(found), stack=ctx.chosen.name, python=ctx.python,
+                   lockfile=stack_lockfile_for(facts, stack) or "{lockfile}")

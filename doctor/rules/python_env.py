@@ -8,7 +8,7 @@ from packaging.utils import canonicalize_name
 
 from doctor import knowledge
 from doctor.findings import make
-from doctor.rules.registry import rule
+from doctor.rules.registry import cannot_look, rule
 from doctor.dists import installed, user_project
 from doctor.rules.failures import failure_evidence, failures_for, grouped_failure_evidence
 from doctor.stacks import stack_lockfile_for
@@ -74,6 +74,8 @@ def broken_metadata(facts, ctx):
 def version_unverified(facts, ctx):
     stack = ctx.chosen.stack
     pyver = facts["markers"]["python_version"]
+    if stack is None:
+        raise cannot_look("distributions", "no known stack: its Python versions are its own requirements' business")
     if pyver in stack["python"]:
         return
     want = stack["python"][-1]
@@ -82,7 +84,7 @@ def version_unverified(facts, ctx):
                 f"{stack['name']} is locked and install-tested for Python {', '.join(stack['python'])} "
                 f"(knowledge/stacks/{stack['name']}.yaml `python`)"],
                version=pyver, stack=stack["name"], pythons=", ".join(stack["python"]), want=want,
-               lockfile=stack_lockfile_for(facts, stack), python=ctx.python)
+               lockfile=stack_lockfile_for(facts, stack) or "{lockfile}", python=ctx.python)
 
 
 @rule("the stack's code is the installed distributions' code", "python", needs=("distributions", "imports"),

@@ -15,26 +15,41 @@ from doctor.stacks import missing_stack_dists, stack_lockfile_for
 from doctor.rules.registry import cannot_look
 
 
-@rule("closest known stack", "stack", needs=("distributions",), emits=("stack.detected",))
+@rule("the stack family", "stack", needs=("distributions",), emits=("stack.detected",))
 def detected(facts, ctx):
     choice = ctx.chosen
-    stack, met, total, how = choice.stack, choice.met, choice.total, choice.how
+    stack, met, total = choice.stack, choice.met, choice.total
+    lockfile = stack_lockfile_for(facts, stack)
+    if stack is None:
+        why = ("verl is not installed" if installed(facts, "verl") is None else
+               f"no reference stack of {choice.family} yet" if choice.family else
+               f"verl {installed(facts, 'verl')} is of no known family")
+        yield make("stack.detected", list(choice.evidence), family=choice.family or "no known family",
+                   how=f"{why}: judged on its own declared requirements and the probes only",
+                   stack="none", python=ctx.python, lockfile="{lockfile}")
+        return
     of = len(stack["constraints"])
     words = (f"none of its {of} constrained distributions is installed" if not total else
              f"{met}/{total} constraints met" if total == of else
              f"{met}/{total} constraints met; only {total} of its {of} constrained distributions installed")
-    yield make("stack.detected", [f"{stack['name']}: {met} of {total} installed constraint(s) met ({how})"],
-               stack=stack["name"], met=met, total=total, how=words, python=ctx.python,
-               lockfile=stack_lockfile_for(facts, stack))
+    evidence = list(choice.evidence) + [f"{stack['name']}: {met} of {total} installed constraint(s) met ({choice.how})"]
+    if lockfile is None:
+        evidence.append(f"{stack['name']}: {stack.get('lock_note') or 'no lockfile for this Python'}")
+    yield make("stack.detected", evidence, family=choice.family or "no known family",
+               how=f"judged against {stack['name']}, {words}" + (", chosen with --stack" if choice.by_flag else ""),
+               stack=stack["name"], met=met, total=total, python=ctx.python, lockfile=lockfile or "{lockfile}")
 
 
 @rule("the stack's distributions are installed", "stack", needs=("distributions",), emits=("stack.dists-missing",))
 def dists_missing(facts, ctx):
     stack = ctx.chosen.stack
+    if stack is None and installed(facts, "verl") is not None:
+        return  # a verl of no known family: its own requirements (pip.conflict) and the imports judge it
     missing = missing_stack_dists(facts, stack)
     if not missing:
         return
-    evidence = [f"not installed: {', '.join(missing)} (stack {stack['name']} and the modules verl imports)"]
+    whose = f"stack {stack['name']}" if stack else "no stack family without verl"
+    evidence = [f"not installed: {', '.join(missing)} ({whose} and the modules verl imports)"]
     if all(d in missing for d in ("verl", "vllm", "torch")):
         evidence.append(f"none of verl, vllm, torch is installed in {ctx.python}: if it is not the training "
                         "environment's interpreter, give that one with --python PATH")
@@ -43,8 +58,9 @@ def dists_missing(facts, ctx):
 
 def dists_missing_finding(facts, ctx, stack, missing, evidence):
     """stack.dists-missing, from this rule and from the imports rule (its failures fold into it)."""
-    return make("stack.dists-missing", evidence, count=len(missing), names=", ".join(missing), stack=stack["name"],
-                python=ctx.python, lockfile=stack_lockfile_for(facts, stack))
+    return make("stack.dists-missing", evidence, count=len(missing), names=", ".join(missing),
+                stack=stack["name"] if stack else "none", python=ctx.python,
+                lockfile=stack_lockfile_for(facts, stack) or "{lockfile}")
 
 
 def adapter_accepts(verl: str, vllm: str) -> tuple[bool, dict | None]:
@@ -136,7 +152,7 @@ def _project_rejects_vllm(facts, ctx, vllm: str, project: str, acc: dict):
     # closest stack's (which may pin the very vllm the checkout rejects)
     family = next((st for st in knowledge.stacks().values() if want and any(
         c["dist"] == "vllm" and satisfies(want, c["spec"]) for c in st["constraints"])), None)
-    lockfile = stack_lockfile_for(facts, family) if family else "{lockfile}"
+    lockfile = (stack_lockfile_for(facts, family) if family else None) or "{lockfile}"
     if family:
         evidence.append(f"the {family['name']} family pins vllm {want}: its lockfile constrains the install")
     yield make("stack.project-rejects-vllm", evidence, vllm=vllm, project=project, accepts=accepts_in_words(acc),
@@ -147,7 +163,9 @@ def _project_rejects_vllm(facts, ctx, vllm: str, project: str, acc: dict):
 def differs(facts, ctx):
     ref = ctx.reference
     if not ref:
-        raise cannot_look("distributions", "no lockfile of this stack for the target's Python")
+        stack = ctx.chosen.stack if ctx.chosen else None
+        raise cannot_look("distributions", f"no lockfile of {stack['name']} yet ({stack['lock_note']})" if stack and
+                          stack.get("lock_note") else "no lockfile of this stack for the target's Python")
     diff = differs_from_reference(facts, ctx.reference)
     if not diff:
         return

@@ -11,6 +11,9 @@ from doctor.rules.registry import cannot_look
 @rule("versions within the stack's known-good ranges", "versions", needs=("distributions",), emits=("version.*",))
 def out_of_range(facts, ctx):
     stack = ctx.chosen.stack
+    if stack is None:  # never another family's pins: the env's own requirements are pip.conflict's
+        raise cannot_look("distributions", "no known family" if ctx.chosen.family is None else
+                          f"no reference stack of the {ctx.chosen.family} family")
     if not any(installed(facts, c["dist"]) for c in stack["constraints"]):
         raise cannot_look("distributions", "none of the stack's distributions is installed")
     for c in stack["constraints"]:

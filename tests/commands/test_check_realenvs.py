@@ -25,7 +25,7 @@ def test_working_set_has_no_errors_but_gpu():
         assert mods[m]["ok"], (m, mods[m])
     assert doc["facts"]["registry"]["ok"] is True
     assert doc["facts"]["registry"]["model_info"]["is_text_generation_model"] is True
-    assert finding(doc, "stack.detected")["title"].startswith("closest known stack: verl041-vllm063post1")
+    assert finding(doc, "stack.detected")["title"].startswith("stack family verl-0.4: judged against verl041-vllm063post1")
     assert doc["schema_version"] == 1 and set(doc) >= {"doctor_version", "target", "findings", "facts", "timings"}
 
 

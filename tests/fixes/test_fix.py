@@ -62,7 +62,7 @@ def test_plan_one_resolution_for_all_package_findings():
         _f("vllm.tokenizer-incompatible", transformers="5.0.0"),
         _f("gpu.none", reason="no NVML"),
         F.make("flash-attn.missing", ["t"], severity="warning", python="/x/bin/python", wheel_url="u", torch_mm="2.4", py="3.11"),
-        _f("stack.detected", stack=stack["name"], met=1, total=2, pyver="3.11", how="h", lockfile="l.txt"),
+        _f("stack.detected", family=stack["family"], stack=stack["name"], met=1, total=2, pyver="3.11", how="h", lockfile="l.txt"),
     ]
     plan = build_plan(found, python="/x/bin/python", stack=stack)
     assert [s.kind for s in plan.steps] == ["packages"]

@@ -201,7 +201,11 @@ def test_skipped_probes_mark_checks_skipped_not_ok():
 
 
 def test_h200_py312_replay_unverified_python_and_partial_stack():
-    found, checks = run(H200_PY312)
+    # no verl there: no known family (tests/rules/test_families.py), so the Python version is judged
+    # against a stack only when one is named; --stack verl041-vllm063post1 names it
+    from doctor.knowledge import get_stack
+
+    found, checks = run(H200_PY312, stack=get_stack("verl041-vllm063post1"))
     f = found["python.version-unverified"]
     assert f.severity == "warning" and "Python 3.12" in f.title and "(3.10, 3.11)" in f.title
     command = f.fix.commands[0]
