@@ -94,7 +94,7 @@ class Finding:
         return d
 
 
-_UNFILLED = re.compile(r"\{[a-z_]+\}|<[^<>\n]{3,}>")
+_UNFILLED = re.compile(r"\{[a-z_]+\}|<[A-Za-z][^<>=\n]{2,}>")  # {key}, <a placeholder>; not a specifier (<1.0,>=0.2)
 
 
 def hold_unrunnable(f: Finding) -> Finding:

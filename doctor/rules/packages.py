@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import shlex
 
 from packaging.markers import UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
@@ -23,6 +24,11 @@ def _parse(text: str) -> Requirement | None:
 
 
 def conflicts(facts: dict) -> list[str]:
+    return [line for line, _ in violated(facts)]
+
+
+def violated(facts: dict) -> list[tuple[str, str]]:
+    """(what `pip check` says, the requirement that would satisfy it) for every unmet requirement."""
     dists = facts["distributions"]
     env = dict(facts["markers"], extra="")
     out = []
@@ -39,17 +45,24 @@ def conflicts(facts: dict) -> list[str]:
                 except UndefinedEnvironmentName:
                     continue
             have = dists.get(canonicalize_name(req.name))
+            wanted = f"{req.name}{'[' + ','.join(sorted(req.extras)) + ']' if req.extras else ''}{req.specifier}"
             if have is None:
-                out.append(f"{d['name']} {d['version']} requires {req.name}, which is not installed")
+                out.append((f"{d['name']} {d['version']} requires {req.name}, which is not installed", wanted))
             elif req.specifier and not satisfies(have["version"], str(req.specifier)):
-                out.append(f"{d['name']} {d['version']} requires {req.name}{req.specifier}, but {have['version']} is installed")
+                out.append((f"{d['name']} {d['version']} requires {req.name}{req.specifier}, but {have['version']} is "
+                            "installed", wanted))
     return out
 
 
 @rule("declared requirements are met (pip check)", "packages", needs=("distributions",), emits=("pip.conflict",))
 def pip_conflict(facts, ctx):
-    found = conflicts(facts)
+    found = violated(facts)
     if found:
         stack = ctx.chosen.stack
-        yield make("pip.conflict", found, count=len(found), stack=ctx.chosen.name, python=ctx.python,
-                   lockfile=stack_lockfile_for(facts, stack) or "{lockfile}")
+        # What resolves it is the unmet requirements themselves, within the known-good set as constraints:
+        # never a sync of the lock, which would replace the user's own checkout (a paper's verl) and remove
+        # whatever else they installed (IPython, matplotlib …) — issue 26.
+        wanted = " ".join(shlex.quote(w) for w in dict.fromkeys(w for _, w in found))
+        yield make("pip.conflict", [line for line, _ in found], count=len(found), stack=ctx.chosen.name,
+                   python=ctx.python, requirements=wanted,
+                   lockfile=(stack_lockfile_for(facts, stack) if stack else None) or "{lockfile}")
