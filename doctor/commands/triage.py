@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-from doctor.errors import UsageError
 from doctor.results import ExitCode
 from doctor.target import resolve_python
 from doctor.triage import looks_like_a_log, read_log, spec, triage_text
@@ -29,9 +28,9 @@ def run_triage(args) -> int:
     text = read_log(args.log)
     recorded, recorded_version = bundle_target(text)  # a bug-report bundle: its env is the default target
     text = bundle_log_text(text) or text  # a bug-report bundle: its log tail
-    if not looks_like_a_log(text.splitlines(), spec()):
-        raise UsageError(f"{args.log}: not a console log (no traceback, error, log-level, Ray or step line); "
-                         "give the training run's output (e.g. the file `| tee` wrote)")
+    # Whatever text people paste is read (issue 25): a paste without log structure is judged like any
+    # other — nothing in it shows a failure, so nothing is blamed — and the report says so.
+    log_like = looks_like_a_log(text.splitlines(), spec())
     if args.python is None and recorded:
         python, version = recorded, recorded_version  # the fixes name the env the bundle recorded
     else:
@@ -49,7 +48,10 @@ def run_triage(args) -> int:
               "please report it with the log", file=sys.stderr)
         return ExitCode.INCOMPLETE
     if args.json:
-        print(json.dumps({**t.to_document(), "python": python}, indent=1))
+        print(json.dumps({**t.to_document(), "python": python, "log_like": log_like}, indent=1))
     else:
         render_triage(t, python=python)
+        if not log_like and not t.failed:
+            print("(no traceback, error line, log level, Ray or step line in it: if the run failed, give its console "
+                  "output, e.g. the file `| tee` wrote)")
     return ExitCode.PROBLEMS if t.failed else ExitCode.OK

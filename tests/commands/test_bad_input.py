@@ -243,7 +243,7 @@ CASES = [
     ("container-no-subcommand", "doctor", lambda f, t: ["container"], ""),
     # --- triage
     ("triage-directory", "doctor", lambda f, t: ["triage", str(t)], ""),
-    ("triage-not-a-log", "doctor", lambda f, t: ["triage", str(REPO / "README.md")], "not a console log"),
+    ("triage-binary", "doctor", lambda f, t: ["triage", str(f["binary"])], "binary"),  # text is read, whatever it is
     # --- recipes
     ("lint-binary-overrides", "recipes", lambda f, t: ["lint", "--overrides-file", str(f["binary"])], "binary"),
     ("lint-malformed-override-line", "recipes", lambda f, t: ["lint", "--overrides-file", str(f["bad_override"])],
