@@ -112,6 +112,11 @@ _LOG_LINE = re.compile(r"\b(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\b|\(
                        r"^\[\d{4}-\d\d-\d\d|^\s*\[rank\d+\]|Traceback|step:\d+|\bexit(?:ed)? (?:with )?code\b")
 
 
+# An exception named mid-line ("跑的时候报错 RuntimeError: …", "**ValueError: …**"): only in a paste that has
+# no log structure at all, where no line-start marker can see it.
+_MIDLINE_EXC = re.compile(r"(?<=\S)[ \t*`>:：，,]*\b((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\b:)")
+
+
 def looks_like_a_log(lines: list[str], sp: dict) -> bool:
     """A console log has log structure somewhere: a traceback, an exception or error line, a log
     level, a Ray or torch.distributed prefix, a training step. A README or a config file has none."""
@@ -124,6 +129,8 @@ def triage_text(text: str, path: str, python: str = "python", python_version: st
     known, picks the lockfile and wheel the fixes name if the log shows no Python of its own)."""
     sp = spec()
     lines = clean_lines(text, sp)
+    if not looks_like_a_log(lines, sp):  # a paste of prose: an exception quoted mid-sentence is its own line
+        lines = clean_lines(_MIDLINE_EXC.sub(r"\n\1", "\n".join(lines)), sp)
     log_stack = log_context("\n".join(lines))
     known, differs = fix_params(log_stack, python_version, target_first)
     last_step = last_step_idx = None
