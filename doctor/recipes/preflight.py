@@ -164,7 +164,7 @@ class Preflight:
     def _host_line(self) -> list[PreflightCheck]:
         """Errors of this machine, not the env (gpu.none and the GPU count are the "GPUs" line)."""
         host = [f for f in self.result.findings if f.severity == "error" and is_host_fact(f)
-                and f.id not in ("gpu.none", "gpu.too-few-for-recipe")]
+                and f.id not in ("gpu.none", "gpu.too-few-for-recipe", "gpu.memory-short-for-rollout")]
         if not host:
             return []
         return [PreflightCheck("host", False, f"{len(host)} error(s) of this machine: " +
@@ -172,8 +172,12 @@ class Preflight:
 
     def _gpu_line(self) -> PreflightCheck:
         config = (self.result.facts.get("recipe_config") or {}).get("config")
-        return _gpu_check(self.result.facts.get("gpu") or {}, self.recipe["hardware"], self.recipe["name"], config,
+        line = _gpu_check(self.result.facts.get("gpu") or {}, self.recipe["hardware"], self.recipe["name"], config,
                           self.result.facts.get("environment") or {})
+        short = [f for f in self.result.findings if f.id == "gpu.memory-short-for-rollout"]
+        if line.ok and short:  # enough GPUs, but not the memory the rollout will claim on them
+            return PreflightCheck("GPUs", False, "; ".join(f.title for f in short), short[0].fix.summary)
+        return line
 
     def _config_line(self) -> PreflightCheck:
         fact = self.result.facts.get("recipe_config")

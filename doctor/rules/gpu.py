@@ -360,3 +360,39 @@ def recipe_gpu_count(facts, ctx):
     config = (dict.get(facts, "recipe_config") or {}).get("config")  # a config that did not compose: the hardware
     findings, _ = recipe_gpus(gpu, facts.get("environment") or {}, recipe["hardware"], recipe["name"], config)
     return findings
+
+
+@rule("the GPU memory the rollout will claim is free", "gpu", needs=("recipe", "gpu", "recipe_config"),
+      applies=no_gpu_expected, only_with="recipe", emits=("gpu.memory-short-for-rollout",))
+def recipe_gpu_memory(facts, ctx):
+    """vLLM sizes its KV cache as gpu_memory_utilization × the card's *total* memory minus what its own
+    worker allocated (vllm 0.6.3 worker.py determine_num_available_blocks: init free − free now):
+    memory another process held before the worker started is not subtracted, so the cache cannot fit
+    when free < utilization × total (CUDA OOM, or "No available memory for the cache blocks")."""
+    gpu = facts["gpu"]
+    if not gpu.get("available"):  # gpu.none says it once
+        raise cannot_look("gpu", f"no GPU to look at ({gpu.get('reason')})")
+    config = facts["recipe_config"].get("config")
+    util = get(config, "actor_rollout_ref.rollout.gpu_memory_utilization")
+    if not isinstance(util, (int, float)) or not 0 < util <= 1:
+        raise cannot_look("recipe_config", "no usable actor_rollout_ref.rollout.gpu_memory_utilization in the composed "
+                                           "config (config.gpu-memory-utilization says why)")
+    need, _ = job_world(config, facts["recipe"]["hardware"])
+    for g in job_selection(facts)["devices"][:need]:
+        total, used = g.get("memory_total") or 0, g.get("memory_used") or 0
+        if not total:
+            continue
+        claim, free = util * total, total - used
+        if claim <= free:
+            continue
+        procs = sorted(g.get("compute_processes") or [], key=lambda p: -(p.get("used_memory") or 0))
+        holders = ", ".join(f"pid {p.get('pid')} {p.get('name') or '?'} {(p.get('used_memory') or 0) / GIB:.1f} GiB"
+                            for p in procs) or "no compute process NVML can name (another container's, or the driver's)"
+        fits = max(0.0, (free / total) - 0.05)  # what would fit now, with 5 % of the card as margin
+        yield make("gpu.memory-short-for-rollout",
+                   [f"{_name_of(g)}: {total / GIB:.1f} GiB, {used / GIB:.1f} GiB in use, {free / GIB:.1f} GiB free",
+                    f"vLLM will claim gpu_memory_utilization={util} × {total / GIB:.1f} GiB = {claim / GIB:.1f} GiB for its "
+                    "weights and KV cache (vllm/worker/worker.py: total × utilization − its own peak)",
+                    f"held by: {holders}"],
+                   index=g.get("index"), claim=f"{claim / GIB:.1f} GiB", free=f"{free / GIB:.1f} GiB", util=util,
+                   fits=f"{fits:.2f}")

@@ -100,3 +100,32 @@ def test_flash_attn_needs_ampere():
 ])
 def test_cuda_binary_compatibility(lib, cc, expect):
     assert kernel_support(lib, cc) == expect
+
+
+def test_the_rollout_claim_against_the_memory_another_process_holds():
+    """Issue 27: the preflight said ✓ on a GPU whose memory another process held. vLLM 0.6.3 claims
+    gpu_memory_utilization × total (memory held before its worker started is not subtracted): on the
+    lent H200 with a process holding 4.5 GiB (NVML, recorded), 0.98 × 140.4 GiB does not fit, 0.5 does."""
+    import json
+
+    from conftest import DATA
+
+    busy = json.loads((DATA / "h200-gpu-facts.json").read_text())["busy"]
+
+    def facts(util):
+        return {"gpu": busy, "environment": {}, "distributions": {}, "markers": {"python_version": "3.12"},
+                "recipe": {"name": "gsm8k-smoke-1gpu", "hardware": {"gpus": 1, "min_memory_gib": 20}},
+                "recipe_config": {"config": {"actor_rollout_ref": {"rollout": {"gpu_memory_utilization": util}},
+                                             "trainer": {"n_gpus_per_node": 1, "nnodes": 1}}}}
+
+    findings, checks = evaluate(facts(0.98), Context(python="/x/bin/python"))
+    (f,) = [f for f in findings if f.id == "gpu.memory-short-for-rollout"]
+    assert f.severity == "error" and "held by: pid 459 python3 4.5 GiB" in f.evidence
+    assert "0.98 × 140.4 GiB = 137.6 GiB" in " ".join(f.evidence) and "135.3 GiB free" in " ".join(f.evidence)
+    assert "gpu_memory_utilization to 0.91 or less" in f.fix.summary
+    findings, checks = evaluate(facts(0.5), Context(python="/x/bin/python"))
+    assert "gpu.memory-short-for-rollout" not in {f.id for f in findings}
+    assert any(c.check == "the GPU memory the rollout will claim is free" and c.status == "ok" for c in checks)
+    plain = {k: v for k, v in facts(0.98).items() if k not in ("recipe", "recipe_config")}
+    _, checks = evaluate(plain, Context(python="/x/bin/python"))
+    assert not any(c.check == "the GPU memory the rollout will claim is free" for c in checks)  # no recipe: no line
