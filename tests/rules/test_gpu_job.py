@@ -129,3 +129,21 @@ def test_the_rollout_claim_against_the_memory_another_process_holds():
     plain = {k: v for k, v in facts(0.98).items() if k not in ("recipe", "recipe_config")}
     _, checks = evaluate(plain, Context(python="/x/bin/python"))
     assert not any(c.check == "the GPU memory the rollout will claim is free" for c in checks)  # no recipe: no line
+
+
+@pytest.mark.parametrize("held,util,fits", [(0, 0.65, True), (60, 0.4, True), (60, 0.65, False), (120, 0.4, False)])
+def test_the_rollout_claim_on_the_h200_with_memory_held_at_several_sizes(held, util, fits):
+    """NVML recorded on the lent H200 while a second process held 0, 60 and 120 GiB (issue 27's case:
+    120 GiB held, the smoke recipe's 0.4 × 140 GiB = 56 GiB cannot fit in the 19 GiB left)."""
+    import json
+
+    gpu = json.loads((DATA / "gpu" / "h200-memory-held" / f"h200-memory-held-{held}.json").read_text())
+    facts = {"gpu": gpu, "environment": {}, "distributions": {}, "markers": {"python_version": "3.12"},
+             "recipe": {"name": "r", "hardware": {"gpus": 1, "min_memory_gib": 20}},
+             "recipe_config": {"config": {"actor_rollout_ref": {"rollout": {"gpu_memory_utilization": util}},
+                                          "trainer": {"n_gpus_per_node": 1, "nnodes": 1}}}}
+    findings, _ = evaluate(facts, Context(python="/x/bin/python"))
+    short = [f for f in findings if f.id == "gpu.memory-short-for-rollout"]
+    assert (not short) is fits, [f.title for f in short]
+    if short:
+        assert any(e.startswith("held by: pid ") and "python3" in e for e in short[0].evidence)
