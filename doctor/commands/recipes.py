@@ -143,7 +143,13 @@ def run_recipe(args) -> int:
     else:
         info.write(f"recipes run {recipe['name']}: preflight\n")
         info.flush()
-        pf = preflight(recipe, res, python, say=lambda m: None, fast=args.preflight_fast)
+        t0 = time.monotonic()
+
+        def say(msg: str) -> None:  # each step as it starts and ends, from the first second (stderr: stdout is the verdict)
+            sys.stderr.write(f"[preflight] {time.monotonic() - t0:5.1f} s  {msg}\n")
+            sys.stderr.flush()
+
+        pf = preflight(recipe, res, python, say=say, fast=args.preflight_fast)
         checks = pf.lines()
         render_preflight(checks, info)
         summary["preflight"] = [asdict(c) for c in checks]
@@ -152,11 +158,14 @@ def run_recipe(args) -> int:
         if failed:
             info.write(f"preflight failed: {'; '.join(c.name for c in failed)}"
                        f"{' — not starting the run' if not args.preflight_only else ''}\n")
-            summary.update(status="preflight-failed", exit_code=ExitCode.INCOMPLETE,
+            # Problems found (a GPU short, a config error, a model missing) are exit 1; exit 3 only when the
+            # preflight itself could not look (its script failed in the target) and found nothing else.
+            code = ExitCode.INCOMPLETE if all(c.name == "target" for c in failed) else ExitCode.PROBLEMS
+            summary.update(status="preflight-failed", exit_code=code,
                            reason="; ".join(f"{c.name}: {c.line}" for c in failed))
             if args.json:
                 sys.stdout.write(json.dumps(summary, indent=1) + "\n")
-            return ExitCode.INCOMPLETE
+            return code
         info.write("preflight passed\n")
     if args.preflight_only:
         if args.json:

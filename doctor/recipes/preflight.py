@@ -101,6 +101,9 @@ def _model_checks(recipe: dict, res: dict, python: str) -> list[PreflightCheck]:
     dl = (f"{hub_cli(python)} download {m['id']} --local-dir {m.get('path') or '~/models/' + m['id'].split('/')[-1]}"
           if m.get("id") else "put the model there")
     if not res["model_local"]:
+        if m.get("id") and res["model_path"] == m["id"]:  # a Hub id: verl's trainer downloads it at start (recipes show)
+            return [PreflightCheck("model", True, f"{m['id']} is not on this machine: the run downloads it from the "
+                                   f"Hugging Face Hub at start (needs the network; to have it here first: {dl})")]
         return [PreflightCheck("model", False, f"model {m.get('id') or m.get('path')} is not on this machine "
                       f"(looked in {m.get('path')}, the Hugging Face cache, $VERL_DOCTOR_MODEL_PATH)", dl)]
     d = Path(path)
@@ -207,14 +210,17 @@ class Preflight:
 
 def preflight(recipe: dict, res: dict, python: str, say=None, fast: bool = False) -> Preflight:
     say = say or (lambda msg: None)
-    say("doctor check of the target, with the recipe's config, GPUs and (unless fast) the trainer's path on CPU …")
+    say("doctor check of the target: its stack, GPUs, the recipe's config"
+        + (" …" if fast else " and the trainer's path on CPU (the dry run, ~50 s) …"))
     # fast (--preflight-fast): the check without its deep probes (imports, registry, Ray smoke; ~20 s
     # cold, cached afterwards) and without the dry run — the GPU, model and data checks do not need them.
     result = run_check(python, fast=fast, recipe=recipe, lenient_recipe=True)
+    say(f"doctor check done ({len(result.findings)} finding(s)); the model's files …")
     model = _model_checks(recipe, res, python)
     files: list[PreflightCheck] = []
-    say("tokenizer and data in the target …")
+    say("the tokenizer and the data, read in the target …")
     tp = _target_preflight(python, res["model_path"] if res["model_local"] else None, res["files"])
+    say("done")
     if "error" in tp:
         files.append(PreflightCheck("target", False, f"the preflight script failed in the target: {tp['error']}",
                                     runnable(f"doctor check --python {python}")))
