@@ -98,7 +98,10 @@ SCHEMAS: dict[str, Any] = {
         "name": TEXT, "family": TEXT, "default?": bool, "description": TEXT, "python": [TEXT], "platform": TEXT,
         # lock_note: why lockfiles/ has no lockfile of the stack yet (the doctor then names none).
         "lock_note?": TEXT, "exclude_newer": TEXT, "requirements": [TEXT],
-        "constraints": [{"dist": TEXT, "spec": TEXT, "severity": SEVERITY, "reason": TEXT, "source": TEXT}],
+        # also_good: versions outside `spec` (which the lock resolves within) known to work with this
+        # stack — what the family's own users ran — never flagged; `spec` alone feeds the lockfile.
+        "constraints": [{"dist": TEXT, "spec": TEXT, "severity": SEVERITY, "reason": TEXT, "source": TEXT,
+                         "also_good?": {"spec": TEXT, "source": TEXT}}],
         # modules: the modules of the stack's trainer path the imports rule judges (default:
         # python_env.yaml stack_modules).
         "modules?": [TEXT],

@@ -18,8 +18,8 @@ def out_of_range(facts, ctx):
         raise cannot_look("distributions", "none of the stack's distributions is installed")
     for c in stack["constraints"]:
         v = installed(facts, c["dist"])
-        if v is None or satisfies(v, c["spec"]):
-            continue
+        if v is None or satisfies(v, c["spec"]) or ("also_good" in c and satisfies(v, c["also_good"]["spec"])):
+            continue  # within the range, or outside it but known to work here (what the family's users ran)
         project = user_project(facts, c["dist"])
         if project:  # the user's own checkout: its version string is its own, its code is judged
             yield make("version.user-project", [f"{c['dist']} {v} is installed from {project} (your checkout)",

@@ -164,3 +164,20 @@ def test_h200_py312_without_verl_is_of_no_known_family():
     assert missing.title.endswith("not installed: verl, vllm, tensordict, ray, xformers, datasets")
     assert "no stack family without verl" in missing.evidence[0] and not missing.fix.commands
     assert "lockfiles/" not in commands(found)  # no lockfile claimed for an env of no family
+
+
+@pytest.mark.parametrize("tf,td,flagged", [
+    ("4.47.1", "0.14.3", set()),                                  # what the paper repos ran (s3's env): no error
+    ("4.46.3", "0.5.0", set()),                                   # the lock's own versions
+    ("4.48.0", "0.6.2", {"version.transformers", "version.tensordict"}),  # tensordict 0.6 needs torch>=2.5
+])
+def test_the_paper_family_s_own_truth_is_not_an_error(tf, td, flagged):
+    """Issue 26: on TinyZero-lineage envs (verl 0.3 / vllm==0.6.3) the doctor flagged transformers
+    4.47.1 and tensordict 0.14.3, which work (checked here on the verl 0.3 lock); the lock itself still
+    resolves within the narrower range (`also_good` never feeds the lockfile)."""
+    facts = versions(WORKING, verl="0.3.0.post1", vllm="0.6.3", transformers=tf, tensordict=td)
+    found, _ = run(facts)
+    assert {i for i in ("version.transformers", "version.tensordict") if i in found} == flagged
+    from doctor.lockfiles.compile import stack_inputs
+
+    assert "tensordict<0.6" in stack_inputs(knowledge.stacks()["verl030-vllm063"])[1]
