@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
@@ -39,9 +40,33 @@ _MODULE_IN_TEXT = re.compile(r"from '([A-Za-z_][\w]*)|No module named '([A-Za-z_
                              r"|but found ([A-Za-z][\w.-]*)==")
 
 
+def requirement_closure(facts: Facts, roots: list[str]) -> set[str]:
+    """Every distribution `roots` need, through the installed distributions' declared requirements
+    (requirements of extras are not followed: a plain requirement does not install them)."""
+    dists: dict = dict(facts.get("distributions") or {})
+    seen: set[str] = set()
+    todo = [str(canonicalize_name(r)) for r in roots]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for text in (dists.get(name) or {}).get("requires") or []:
+            try:
+                req = Requirement(text)
+            except InvalidRequirement:
+                continue
+            if req.marker is not None and "extra" in str(req.marker):
+                continue
+            todo.append(str(canonicalize_name(req.name)))
+    return seen
+
+
 def culprits(facts: Facts, reference: dict | None, info: dict) -> list[str]:
     """The distributions on a failing import's path that differ from the known-good set: those
-    its frames ran in, and those its message names (`from 'pydantic'`, a .so path, a missing module)."""
+    its frames ran in, and those its message names (`from 'pydantic'`, a .so path, a missing module);
+    else those the failing distribution needs, through the dependency graph (a library tripping over
+    a changed dependency whose name its message does not say)."""
     diff = differs_from_reference(facts, reference)
     if not diff:
         return []
@@ -52,4 +77,8 @@ def culprits(facts: Facts, reference: dict | None, info: dict) -> list[str]:
         names.append(canonicalize_name(top.replace("_", "-")))
     if info.get("missing_module"):
         names.append(canonicalize_name(info["missing_module"].split(".")[0]))
-    return [str(n) for n in dict.fromkeys(n for n in names if n in diff)]
+    named = [str(n) for n in dict.fromkeys(n for n in names if n in diff)]
+    if named:
+        return named
+    owners = [d for d in [info.get("failing_dist"), *(info.get("chain_dists") or [])] if d]
+    return sorted(n for n in requirement_closure(facts, owners) - {canonicalize_name(o) for o in owners} if n in diff)

@@ -227,3 +227,18 @@ def test_h200_py312_replay_unverified_python_and_partial_stack():
     assert status["an NVIDIA GPU is usable"] == "ok" and status["GPUs support bfloat16"] == "ok"
     assert found["flash-attn.missing"].severity == "error"  # a GPU is present: verl needs it
     assert "python.version-unverified" not in run(WORKING)[0]
+
+
+def test_a_changed_dependency_the_message_does_not_name_is_found_through_the_graph():
+    """Issue 24: culprits were found by name only. datasets fails on `module 'pyarrow' has no attribute
+    'PyExtensionType'` (no `from 'x'`, no path, no missing module): the one distribution that differs
+    from the known-good set and that datasets needs (its declared requirements) is the cause."""
+    facts = set_version(WORKING, "pyarrow", "25.0.1")
+    facts["imports"]["modules"]["datasets"] = {
+        "ok": False, "type": "AttributeError", "message": "AttributeError: module 'pyarrow' has no attribute 'PyExtensionType'",
+        "chain": ["/env/lib/python3.11/site-packages/datasets/features/features.py:634"], "chain_dists": ["datasets"],
+        "failing_dist": "datasets"}
+    pins = {n: d["version"] for n, d in WORKING["distributions"].items()}
+    found, _ = run(facts, reference={"lockfile": "/locks/x.txt", "pins": pins})
+    culprit = found["stack.culprit"]
+    assert culprit.title.startswith("pyarrow 25.0.1 differs from the known-good set"), culprit.title
