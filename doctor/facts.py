@@ -41,6 +41,7 @@ class Dist(_DistBase, total=False):
     editable: bool
     project: str | None        # the user's checkout (editable or a source tree), else None
     vllm_accepts: dict | None  # verl's adapter rule read from a checkout's code
+    top_level: list[str]       # the import names it provides (yaml for PyYAML), where the target can tell
 
 
 class MetadataProblems(TypedDict):

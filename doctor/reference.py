@@ -37,6 +37,7 @@ def differs_from_reference(facts: Facts, reference: dict | None) -> dict[str, tu
 # Where a message names a library: `from 'pydantic'`, a missing module, a path in site-packages, or a
 # library's own version check ("tokenizers>=0.21,<0.22 is required … but found tokenizers==0.20.3").
 _MODULE_IN_TEXT = re.compile(r"from '([A-Za-z_][\w]*)|No module named '([A-Za-z_]\w*)|(?:site|dist)-packages/([A-Za-z_]\w*)"
+                             r"|module '([A-Za-z_]\w*)' has no attribute"
                              r"|but found ([A-Za-z][\w.-]*)==")
 
 
@@ -62,6 +63,15 @@ def requirement_closure(facts: Facts, roots: list[str]) -> set[str]:
     return seen
 
 
+def module_owners(facts: Facts) -> dict[str, list[str]]:
+    """import name → the distributions that provide it (the distributions probe's top_level)."""
+    out: dict[str, list[str]] = {}
+    for name, d in (facts.get("distributions") or {}).items():
+        for mod in d.get("top_level") or []:
+            out.setdefault(mod, []).append(name)
+    return out
+
+
 def culprits(facts: Facts, reference: dict | None, info: dict) -> list[str]:
     """The distributions on a failing import's path that differ from the known-good set: those
     its frames ran in, and those its message names (`from 'pydantic'`, a .so path, a missing module);
@@ -70,13 +80,14 @@ def culprits(facts: Facts, reference: dict | None, info: dict) -> list[str]:
     diff = differs_from_reference(facts, reference)
     if not diff:
         return []
+    owner = module_owners(facts)  # import name → distribution (yaml → pyyaml), where the probe could tell
     names: list[str] = [canonicalize_name(d) for d in info.get("chain_dists") or []]
-    for m in _MODULE_IN_TEXT.finditer(info.get("text") or info.get("message") or ""):
-        top = next(g for g in m.groups() if g)
-        names.append(canonicalize_name(top))
-        names.append(canonicalize_name(top.replace("_", "-")))
+    modules = [next(g for g in m.groups() if g) for m in _MODULE_IN_TEXT.finditer(info.get("text") or info.get("message") or "")]
     if info.get("missing_module"):
-        names.append(canonicalize_name(info["missing_module"].split(".")[0]))
+        modules.append(info["missing_module"])
+    for top in modules:
+        top = top.split(".")[0]
+        names += [*owner.get(top, []), canonicalize_name(top), canonicalize_name(top.replace("_", "-"))]
     named = [str(n) for n in dict.fromkeys(n for n in names if n in diff)]
     if named:
         return named

@@ -230,15 +230,38 @@ def test_h200_py312_replay_unverified_python_and_partial_stack():
 
 
 def test_a_changed_dependency_the_message_does_not_name_is_found_through_the_graph():
-    """Issue 24: culprits were found by name only. datasets fails on `module 'pyarrow' has no attribute
-    'PyExtensionType'` (no `from 'x'`, no path, no missing module): the one distribution that differs
-    from the known-good set and that datasets needs (its declared requirements) is the cause."""
+    """Issue 24: culprits were found by name only. datasets fails with a message that names no module
+    (no `from 'x'`, no path, no missing module): the distribution that differs from the known-good set
+    and that datasets needs (its declared requirements, followed through the graph) is the cause."""
     facts = set_version(WORKING, "pyarrow", "25.0.1")
     facts["imports"]["modules"]["datasets"] = {
-        "ok": False, "type": "AttributeError", "message": "AttributeError: module 'pyarrow' has no attribute 'PyExtensionType'",
+        "ok": False, "type": "TypeError", "message": "TypeError: Expected bytes, got a 'int' object",
         "chain": ["/env/lib/python3.11/site-packages/datasets/features/features.py:634"], "chain_dists": ["datasets"],
         "failing_dist": "datasets"}
     pins = {n: d["version"] for n, d in WORKING["distributions"].items()}
     found, _ = run(facts, reference={"lockfile": "/locks/x.txt", "pins": pins})
     culprit = found["stack.culprit"]
     assert culprit.title.startswith("pyarrow 25.0.1 differs from the known-good set"), culprit.title
+
+
+def test_an_import_name_is_mapped_to_the_distribution_that_provides_it():
+    """Issue 24: `yaml` is PyYAML, `cv2` opencv-python-headless: the error names the module, what
+    changed is the distribution. The distributions probe records each one's import names (top_level)."""
+    facts = set_version(WORKING, "pyyaml", "5.1")
+    facts["distributions"]["pyyaml"]["top_level"] = ["yaml"]
+    facts["imports"]["modules"]["verl"] = {
+        "ok": False, "type": "ImportError", "message": "ImportError: cannot import name 'CSafeLoader' from 'yaml'",
+        "chain": ["/env/lib/python3.11/site-packages/verl/utils/config.py:3"], "chain_dists": ["verl"],
+        "failing_dist": "verl"}
+    pins = {n: d["version"] for n, d in WORKING["distributions"].items()}
+    found, _ = run(facts, reference={"lockfile": "/locks/x.txt", "pins": pins})
+    assert found["stack.culprit"].title.startswith("pyyaml 5.1 differs from the known-good set"), found["stack.culprit"].title
+    # named by its import name, not guessed from the graph: another changed dependency of verl is not blamed
+    from doctor.reference import culprits
+
+    facts["distributions"]["requests"]["version"] = "2.0.0"
+    info = facts["imports"]["modules"]["verl"]
+    assert culprits(facts, {"pins": pins}, info) == ["pyyaml"]
+    del facts["distributions"]["pyyaml"]["top_level"]  # without the mapping: only the graph's guess, both
+    assert culprits(facts, {"pins": pins}, info) == ["pyyaml", "requests"]
+

@@ -100,6 +100,17 @@ def _vllm_accepts(project):
             **({"min": at_least[0]} if at_least else {})}
 
 
+# The import names each distribution provides (yaml → PyYAML, cv2 → opencv-python-headless): what an
+# error names is a module, what changed is a distribution. Python >= 3.10 (top_level.txt, else RECORD).
+try:
+    for _mod, _owners in md.packages_distributions().items():
+        for _owner in _owners:
+            _e = dists.get(canon(_owner))
+            if _e is not None and not _mod.startswith("_") and _mod.isidentifier():
+                _e.setdefault("top_level", []).append(_mod)
+except Exception:  # Python < 3.10, or metadata it cannot read: the names are then matched as before
+    pass
+
 for _d in dists.values():
     if _d["name"].lower() == "verl" and _d.get("project"):
         _d["vllm_accepts"] = _vllm_accepts(_d["project"])
