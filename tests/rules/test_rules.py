@@ -229,17 +229,23 @@ def test_h200_py312_replay_unverified_python_and_partial_stack():
     assert "python.version-unverified" not in run(WORKING)[0]
 
 
+def failing_import(facts, module, dist, message, frame):
+    """facts with `module` failing to import (as the imports probe records it), and the known-good
+    set: the working env's own versions."""
+    exc = message.split(":", 1)[0]
+    facts["imports"]["modules"][module] = {"ok": False, "type": exc, "message": message, "chain": [frame],
+                                           "chain_dists": [dist], "failing_dist": dist}
+    return facts, {"lockfile": "/locks/x.txt", "pins": {n: d["version"] for n, d in WORKING["distributions"].items()}}
+
+
 def test_a_changed_dependency_the_message_does_not_name_is_found_through_the_graph():
     """Issue 24: culprits were found by name only. datasets fails with a message that names no module
     (no `from 'x'`, no path, no missing module): the distribution that differs from the known-good set
     and that datasets needs (its declared requirements, followed through the graph) is the cause."""
-    facts = set_version(WORKING, "pyarrow", "25.0.1")
-    facts["imports"]["modules"]["datasets"] = {
-        "ok": False, "type": "TypeError", "message": "TypeError: Expected bytes, got a 'int' object",
-        "chain": ["/env/lib/python3.11/site-packages/datasets/features/features.py:634"], "chain_dists": ["datasets"],
-        "failing_dist": "datasets"}
-    pins = {n: d["version"] for n, d in WORKING["distributions"].items()}
-    found, _ = run(facts, reference={"lockfile": "/locks/x.txt", "pins": pins})
+    facts, ref = failing_import(set_version(WORKING, "pyarrow", "25.0.1"), "datasets", "datasets",
+                                "TypeError: Expected bytes, got a 'int' object",
+                                "/env/lib/python3.11/site-packages/datasets/features/features.py:634")
+    found, _ = run(facts, reference=ref)
     culprit = found["stack.culprit"]
     assert culprit.title.startswith("pyarrow 25.0.1 differs from the known-good set"), culprit.title
 
@@ -247,14 +253,12 @@ def test_a_changed_dependency_the_message_does_not_name_is_found_through_the_gra
 def test_an_import_name_is_mapped_to_the_distribution_that_provides_it():
     """Issue 24: `yaml` is PyYAML, `cv2` opencv-python-headless: the error names the module, what
     changed is the distribution. The distributions probe records each one's import names (top_level)."""
-    facts = set_version(WORKING, "pyyaml", "5.1")
+    facts, ref = failing_import(set_version(WORKING, "pyyaml", "5.1"), "verl", "verl",
+                                "ImportError: cannot import name 'CSafeLoader' from 'yaml'",
+                                "/env/lib/python3.11/site-packages/verl/utils/config.py:3")
     facts["distributions"]["pyyaml"]["top_level"] = ["yaml"]
-    facts["imports"]["modules"]["verl"] = {
-        "ok": False, "type": "ImportError", "message": "ImportError: cannot import name 'CSafeLoader' from 'yaml'",
-        "chain": ["/env/lib/python3.11/site-packages/verl/utils/config.py:3"], "chain_dists": ["verl"],
-        "failing_dist": "verl"}
-    pins = {n: d["version"] for n, d in WORKING["distributions"].items()}
-    found, _ = run(facts, reference={"lockfile": "/locks/x.txt", "pins": pins})
+    pins = ref["pins"]
+    found, _ = run(facts, reference=ref)
     assert found["stack.culprit"].title.startswith("pyyaml 5.1 differs from the known-good set"), found["stack.culprit"].title
     # named by its import name, not guessed from the graph: another changed dependency of verl is not blamed
     from doctor.reference import culprits
