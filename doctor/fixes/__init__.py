@@ -190,7 +190,7 @@ def build_plan(findings, *, python: str, stack: dict | None, lockfile: str | Non
                    f"{guard.family or 'no known family'}: resolving within it would move the env across families "
                    f"(name the stack with --stack to ask for that)")
 
-    def refuse(f, why: str) -> None:
+    def manual(f, why: str) -> None:  # a step the user takes (or declines), with why the doctor does not
         plan.manual.append({"id": f.id, "severity": f.severity, "title": f.title, "summary": f.fix.summary,
                             "commands": list(f.fix.commands), "why": why})
 
@@ -199,25 +199,21 @@ def build_plan(findings, *, python: str, stack: dict | None, lockfile: str | Non
         entry = entry_for(f.id) if fix.automatic else None
         if entry is None:
             if f.severity in ("error", "warning") and matches_only(f.id, only):
-                plan.manual.append({"id": f.id, "severity": f.severity, "title": f.title,
-                                    "summary": fix.summary, "commands": list(fix.commands),
-                                    "why": "not automatic" if not fix.automatic else "no fix.plan in knowledge/findings.yaml"})
+                manual(f, "not automatic" if not fix.automatic else "no fix.plan in knowledge/findings.yaml")
             continue
         if not matches_only(f.id, only):
             plan.excluded.append(f.id)
             continue
         if foreign and entry["kind"] in ("sync-lock", "packages"):
-            refuse(f, foreign)
+            manual(f, foreign)
             continue
         if entry["kind"] == "sync-lock" or (lockfile and entry["kind"] == "packages"):
             if not lockfile:  # lock.drift only fires with --lock; keep the guard for other callers
                 continue
             if protected:
                 names = ", ".join(f"{n} ({p})" for n, p in sorted(protected.items()))
-                plan.manual.append({"id": f.id, "severity": f.severity, "title": f.title, "summary": fix.summary,
-                                    "commands": list(fix.commands),
-                                    "why": f"a sync to {lockfile} would replace or remove your own checkout(s): {names}; "
-                                           "run it yourself only if that is what you want"})
+                manual(f, f"a sync to {lockfile} would replace or remove your own checkout(s): {names}; "
+                          "run it yourself only if that is what you want")
                 continue
             lock_targets.append(f.id)
             continue
@@ -225,7 +221,7 @@ def build_plan(findings, *, python: str, stack: dict | None, lockfile: str | Non
             wanted = [requirement_for(item, f.id, stack) for item in entry.get("install", [])]
             crossing = [why for r, _ in wanted if (why := crosses_family(r, guard))]
             if crossing:  # never across families: the user decides that, by naming the family
-                refuse(f, "; ".join(crossing))
+                manual(f, "; ".join(crossing))
                 continue
             mine = sorted({canonicalize_name(_req_name(r)) for r, _ in wanted} & set(protected))
             mine += sorted({canonicalize_name(_req_name(r)) for r in entry.get("reinstall", [])} & set(protected) - set(mine))
@@ -234,8 +230,7 @@ def build_plan(findings, *, python: str, stack: dict | None, lockfile: str | Non
                     f"{n} at {protected[n]}" for n in mine) + " (the doctor never installs over it)"})
                 continue
             pkg_targets.append(f.id)
-            for item in entry.get("install", []):
-                req, c = requirement_for(item, f.id, stack)
+            for req, c in wanted:
                 reason, source = entry.get("reason", ""), entry.get("source", "")
                 if c:
                     reason = f"{reason}: {c['reason']}" if reason else c["reason"]

@@ -13,8 +13,7 @@ from doctor.errors import UsageError
 from doctor.findings import Finding
 from doctor.results import Check
 from doctor.probes import TargetProbe, run_target_probe
-from doctor.rules import Context, evaluate
-from doctor.rules.config import ConfigContext, config_context, get, override_map, unknown_key_replacement
+from doctor.rules.config import ConfigContext, config_context, evaluate_config, get, override_map, unknown_key_replacement
 from doctor.recipes.catalog import model_config
 from doctor.recipes.catalog import load, resolve
 
@@ -65,11 +64,16 @@ def config_fact(python: str, overrides: list[str], source: str, model_path: str 
             "keys": data.get("keys", []), "readers": data.get("readers", {}), "model": model, "model_source": model_src}
 
 
+def lint_fact(python: str, fact: dict) -> LintResult:
+    """The config rules on one recipe_config fact (rules/config.py evaluate_config)."""
+    ctx = config_context(fact)
+    findings, checks = evaluate_config(ctx)
+    return LintResult(source=fact["source"], python=python, compose=fact, findings=findings, checks=checks,
+                      overrides=fact["overrides"], ctx=ctx)
+
+
 def lint_overrides(python: str, overrides: list[str], source: str, model_path: str | None = None) -> LintResult:
-    fact = config_fact(python, overrides, source, model_path)
-    findings, checks = evaluate({"recipe_config": fact}, Context(python=python), select=lambda r: r.area == "config")
-    return LintResult(source=source, python=python, compose=fact, findings=findings, checks=checks, overrides=overrides,
-                      ctx=config_context(fact))
+    return lint_fact(python, config_fact(python, overrides, source, model_path))
 
 
 def recipe_config_fact(python: str, recipe: dict, extra: list[str] | None = None, quick: bool = False) -> dict:
@@ -78,11 +82,7 @@ def recipe_config_fact(python: str, recipe: dict, extra: list[str] | None = None
 
 
 def lint_recipe(python: str, name: str, extra: list[str] | None = None, quick: bool = False) -> LintResult:
-    recipe = load(name)
-    res = resolve(recipe, quick=quick)
-    return lint_overrides(python, res["overrides"] + list(extra or []), f"recipe {recipe['name']}", res["model_path"])
-
-
+    return lint_fact(python, recipe_config_fact(python, load(name), extra, quick))
 
 
 def fixed_overrides(r: LintResult) -> tuple[list[str], list[dict]]:

@@ -96,8 +96,8 @@ def evaluate(facts: Facts, ctx: Context, trace: dict | None = None,
             check.status = Status.of([merged[i].severity for i in check.ids] + [f.severity for f in got])
         checks.append(check)
     link_root_causes(merged)
-    _pin_to_the_lockfile(list(merged.values()) + extra, facts, ctx)
     every = list(merged.values()) + extra
+    _pin_to_the_lockfile(every, facts, ctx)
     guard = family_guard(ctx.chosen, facts) if facts.get("distributions") is not None else None
     for f in every:  # a command nothing could fill in is not printed as one to run
         hold_unrunnable(f)
