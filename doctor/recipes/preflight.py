@@ -32,6 +32,7 @@ class PreflightCheck:
     ok: bool
     line: str
     fix: str | None = None
+    note: bool = False   # not a failure, but nothing was checked either (drawn "!", never ✓)
 
 
 def _gpu_check(gpu: GpuFacts | dict, hw: dict, recipe_name: str, config: dict | None = None,
@@ -103,7 +104,8 @@ def _model_checks(recipe: dict, res: dict, python: str) -> list[PreflightCheck]:
     if not res["model_local"]:
         if m.get("id") and res["model_path"] == m["id"]:  # a Hub id: verl's trainer downloads it at start (recipes show)
             return [PreflightCheck("model", True, f"{m['id']} is not on this machine: the run downloads it from the "
-                                   f"Hugging Face Hub at start (needs the network; to have it here first: {dl})")]
+                                   f"Hugging Face Hub at start (needs the network; to have it here first: {dl})",
+                                   note=True)]
         return [PreflightCheck("model", False, f"model {m.get('id') or m.get('path')} is not on this machine "
                       f"(looked in {m.get('path')}, the Hugging Face cache, $VERL_DOCTOR_MODEL_PATH)", dl)]
     d = Path(path)

@@ -80,7 +80,7 @@ def render_dry_run(dry: dict, findings: list, recipe: str, python: str, out=None
 
 def render_preflight(checks: list[PreflightCheck], stream) -> None:
     for c in checks:
-        mark = symbol("ok" if c.ok else "error", stream)
+        mark = symbol("error" if not c.ok else "warning" if c.note else "ok", stream)
         stream.write(f"  {mark} {c.name}: {c.line}\n")
         if not c.ok and c.fix:
             stream.write(f"      fix: {c.fix}\n")

@@ -179,7 +179,7 @@ def test_preflight_and_quick_run_fail_cleanly_naming_the_gpu_requirement(tmp_pat
     p = recipes("run", "gsm8k-2xA100", "--preflight-only", "--preflight-fast", "--python", py)
     assert p.returncode == 1, p.stderr  # a problem found (issue 27: it was 3, "did not complete")
     assert "[preflight]" in p.stderr and "the tokenizer and the data" in p.stderr  # each step as it starts
-    assert "✓ model: Qwen/Qwen2.5-0.5B-Instruct is not on this machine: the run downloads it" in p.stdout
+    assert "! model: Qwen/Qwen2.5-0.5B-Instruct is not on this machine: the run downloads it" in p.stdout  # not a ✓
     assert ("✗ GPUs: recipe gsm8k-2xA100 needs 2 GPU(s) (trainer.n_gpus_per_node=2 × trainer.nnodes=1) with ≥ 40 GiB "
             "each; this machine has no usable NVIDIA GPU") in p.stdout
     assert "gpu.none" not in p.stdout  # the GPU problem is reported once, on the GPUs line
