@@ -99,6 +99,26 @@ def main() -> int:
     ap.add_argument("--table", action="store_true", help="print a markdown table per case")
     args = ap.parse_args()
     batch = CORPUS / args.batch if args.batch else sorted(CORPUS.glob("fresh-*"))[-1]
+    summary, rows = run_batch(batch)
+    fail = [r for r in rows if r["kind"] == "failure"]
+    harm = [r for r in rows if r["kind"] == "harmless"]
+    if args.json:
+        print(json.dumps({"summary": summary, "cases": rows}, indent=1, ensure_ascii=False))
+        return 0
+    print(f"{batch.name}: named {summary['named']}/{len(fail)} ({summary['named_pct']} %) · half {summary['half']} · "
+          f"wrong {summary['wrong']} · generic {summary['generic']} · no failure {summary['no-failure']} · "
+          f"refused {summary['refused']} · harmless: {summary['false_alarms']}/{len(harm)} false alarms, "
+          f"{summary['harmless_refused']} refused")
+    if args.table:
+        print("| case | verdict | doctor's answer (first error finding) |\n|---|---|---|")
+        for r in rows:
+            ans = (r["answer"] or ("exit 2, no JSON" if r["verdict"] == "refused" else f"status {r['status']}, no error"))
+            print(f"| [{r['file']}]({r['url']}) | {r['verdict']} | `{', '.join(r['errors']) or '-'}` {ans[:110]} |")
+    return 0
+
+
+def run_batch(batch: Path) -> tuple[dict, list[dict]]:
+    """Every case of one batch through the real command: (the summary counts, one row per case)."""
     cases = yaml.safe_load((batch / "INDEX.yaml").read_text())
     rows = []
     for c in cases:
@@ -118,19 +138,7 @@ def main() -> int:
                "false_alarms": hcounts.get("false-alarm", 0), "harmless_refused": hcounts.get("refused", 0),
                "refused_total": counts.get("refused", 0) + hcounts.get("refused", 0),
                "named_pct": round(100 * counts.get("named", 0) / max(1, len(fail)), 1)}
-    if args.json:
-        print(json.dumps({"summary": summary, "cases": rows}, indent=1, ensure_ascii=False))
-        return 0
-    print(f"{batch.name}: named {summary['named']}/{len(fail)} ({summary['named_pct']} %) · half {summary['half']} · "
-          f"wrong {summary['wrong']} · generic {summary['generic']} · no failure {summary['no-failure']} · "
-          f"refused {summary['refused']} · harmless: {summary['false_alarms']}/{len(harm)} false alarms, "
-          f"{summary['harmless_refused']} refused")
-    if args.table:
-        print("| case | verdict | doctor's answer (first error finding) |\n|---|---|---|")
-        for r in rows:
-            ans = (r["answer"] or ("exit 2, no JSON" if r["verdict"] == "refused" else f"status {r['status']}, no error"))
-            print(f"| [{r['file']}]({r['url']}) | {r['verdict']} | `{', '.join(r['errors']) or '-'}` {ans[:110]} |")
-    return 0
+    return summary, rows
 
 
 if __name__ == "__main__":

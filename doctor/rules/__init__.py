@@ -15,7 +15,7 @@ from packaging.utils import canonicalize_name
 from doctor.facts import Facts
 from doctor.findings import Finding, definition, hold_unrunnable, report_order
 from doctor.results import Check, Status
-from doctor.rules.registry import LOOP_IDS, RULES, FactView, Rule, declares, run_rule, signature_ids
+from doctor.rules.registry import LOOP_IDS, RULES, FactView, Rule, declares, failure_class_ids, run_rule, signature_ids
 # Import order is registration order (which decides merges): fact rules first, imports last.
 from doctor.rules import (  # noqa: F401,E402  (imported for their @rule registrations)
     stack, versions, python_env, packages, vllm, attention, gpu, system, lock, ray, imports, probes,
@@ -167,6 +167,8 @@ def reported_by(finding_id: str) -> list[str]:
     out = list(dict.fromkeys(out))
     if finding_id in signature_ids("log"):
         out.append("doctor.triage: a log signature (knowledge/signatures.yaml) in `doctor triage LOG`")
+    if finding_id in failure_class_ids():
+        out.append("doctor.triage.failure: a failure class (knowledge/triage.yaml) in `doctor triage LOG`")
     if finding_id in LOOP_IDS:
         out.append("doctor.rules.registry:run_rule: the evaluate loop, when a rule raises")
     spec = definition(finding_id)

@@ -95,6 +95,11 @@ def signature_ids(context: str) -> frozenset[str]:
     return frozenset(s["id"] for s in knowledge.load("signatures") if context in s["contexts"])
 
 
+def failure_class_ids() -> frozenset[str]:
+    """The findings `doctor triage` names by a failure's structure (knowledge/triage.yaml failure_classes)."""
+    return frozenset(c["id"] for c in knowledge.load("triage").get("failure_classes", []))
+
+
 def declares(patterns: Iterable[str], finding_id: str) -> bool:
     """Whether a rule's `emits` covers one finding ID."""
     for p in patterns:

@@ -22,13 +22,7 @@ from doctor.lockfiles import parse_lockfile, stack_lockfile
 from doctor.logparse import decode, parse_step, read_text
 from doctor.signatures import (MAX_EVIDENCE, clean_lines, evidence, findings_for, match, scan, short,
                                spec)
-_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
-_LIBRARY = re.compile(r"(?:site|dist)-packages/|/lib/python\d+(?:\.\d+)?/|^<frozen |^<string>|/_bootstrap|\.pyx$"
-                      # a source checkout of a stack library (/workspace/vllm/vllm/…): still the library's code
-                      r"|/(vllm|torch|ray|transformers|flash_attn|xformers|tensordict|triton|numpy|pyarrow|datasets)"
-                      r"/\1/")
-
-
+from doctor.triage.failure import Failure, classify, model
 @dataclass
 class Triage:
     log: str
@@ -39,13 +33,14 @@ class Triage:
     last_step_line: int | None = None
     failure: dict | None = None      # first failure marker: {line, marker, text}
     findings: list[Finding] = field(default_factory=list)
+    root: dict | None = None         # the failure model's root exception (doctor/triage/failure.py)
     log_stack: dict = field(default_factory=dict)   # versions the log itself shows (log_context)
     differs: list[str] = field(default_factory=list)  # how they differ from the locked set
 
     def to_document(self) -> dict:
         return {"schema_version": 1, "log": self.log, "status": self.status, "failed": self.failed,
                 "lines": self.lines, "last_step": self.last_step, "last_step_line": self.last_step_line,
-                "failure": self.failure, "log_stack": self.log_stack, "differs": self.differs,
+                "failure": self.failure, "root": self.root, "log_stack": self.log_stack, "differs": self.differs,
                 "findings": [f.to_dict() for f in self.findings]}
 
 
@@ -114,7 +109,9 @@ _LOG_LINE = re.compile(r"\b(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\b|\(
 
 # An exception named mid-line ("跑的时候报错 RuntimeError: …", "**ValueError: …**"): only in a paste that has
 # no log structure at all, where no line-start marker can see it.
-_MIDLINE_EXC = re.compile(r"(?<=\S)[ \t*`>:：，,]*\b((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\b:)")
+_MIDLINE_EXC = re.compile(r"(?<=\S)[ \t*`>:：，,]*(?<![A-Za-z0-9_.])((?:[A-Za-z_]\w*\.)*[A-Za-z]\w*(?:Error|Exception)\b:)")
+# "valueerror: bfloat16 is only supported…": a paste lower-cased by a forum or a chat tool
+_LOWER_EXC = re.compile(r"(?m)^(\s*)([a-z]+)(error|exception)(?=:)")
 
 
 def looks_like_a_log(lines: list[str], sp: dict) -> bool:
@@ -130,7 +127,8 @@ def triage_text(text: str, path: str, python: str = "python", python_version: st
     sp = spec()
     lines = clean_lines(text, sp)
     if not looks_like_a_log(lines, sp):  # a paste of prose: an exception quoted mid-sentence is its own line
-        lines = clean_lines(_MIDLINE_EXC.sub(r"\n\1", "\n".join(lines)), sp)
+        prose = _LOWER_EXC.sub(lambda m: m[1] + m[2].capitalize() + m[3].capitalize(), "\n".join(lines))
+        lines = clean_lines(_MIDLINE_EXC.sub(r"\n\1", prose), sp)
     log_stack = log_context("\n".join(lines))
     known, differs = fix_params(log_stack, python_version, target_first)
     last_step = last_step_idx = None
@@ -161,12 +159,25 @@ def triage_text(text: str, path: str, python: str = "python", python_version: st
     causes = [h for h in fatal_hits if not h["sig"].get("symptom")]
     symptoms = [h for h in fatal_hits if h["sig"].get("symptom")]
     warn_hits = match(lines, range(len(lines)), [s for s in sp["signatures"] if not s.get("fatal")])
-    if causes:
+    failure = model(lines, region)
+    t.root = _root_document(failure, log_stack)
+    # An errno or a signal is the decisive detail of a failure: its class goes before the signature
+    # families that only name where it surfaced (NCCL's posix_fallocate ENOSPC is a small /dev/shm).
+    decisive = _by_class(failure, lines, region, python, known, decisive_only=True)
+    if decisive is not None:
+        t.findings.append(decisive)
+        t.findings += [f for f in findings_for(causes, lines, severity="error", python=python, known=known)
+                       if f.id != decisive.id]
+    elif causes:
         t.findings += findings_for(causes, lines, then=symptoms, severity="error", python=python, known=known)
-    elif symptoms:
-        t.findings += findings_for(symptoms, lines, severity="error", python=python, known=known)
     else:
-        t.findings.append(_unrecognized(lines, start, markers))
+        by_class = _by_class(failure, lines, region, python, known)
+        if by_class is not None:
+            t.findings.append(by_class)
+        elif symptoms:
+            t.findings += findings_for(symptoms, lines, severity="error", python=python, known=known)
+        else:
+            t.findings.append(_unrecognized(lines, start, markers, failure, log_stack))
     t.findings += findings_for(warn_hits, lines, severity="warning", python=python, known=known)
     for f in t.findings:
         hold_unrunnable(f)
@@ -205,29 +216,63 @@ def _benign_lines(lines: list[str], start: int) -> set[int]:
     return out
 
 
-def _unrecognized(lines: list[str], start: int, markers: list[tuple[int, str]]) -> Finding:
-    """No signature matched: an error in the user's own code, or an unknown failure."""
-    tb = [i for i, name in markers if name == "traceback"]
-    if tb:
-        first = tb[-1]
-        frames, exc_idx = [], None
-        for j in range(first + 1, min(len(lines), first + 400)):
-            fm = _FRAME.match(lines[j])
-            if fm:
-                frames.append((j, fm))
-                continue
-            if frames and _EXC_LINE.match(lines[j]):
-                exc_idx = j
-                break
-        message = short(lines[exc_idx], 160) if exc_idx is not None else "traceback without an exception line"
-        if frames:
-            j, fm = frames[-1]
-            where = f"{fm['path']}:{fm['line']} in {fm['func']}"
-            lines_ev = evidence(lines, [first, j] + ([exc_idx] if exc_idx is not None else []))
-            if not _LIBRARY.search(fm["path"]):
-                return make("runtime.app-error", lines_ev, message=message, where=where)
-            return make("runtime.unrecognized-failure", lines_ev + [f"innermost frame: {where} (library code)"],
-                        message=message)
+def _root_document(failure: Failure, log_stack: dict) -> dict | None:
+    """The root exception as JSON: what failed, where, in whose code, wrapped by what."""
+    r = failure.root
+    if r is None and not failure.signal:
+        return None
+    doc: dict = {"signal": failure.signal, "wrappers": failure.wrappers}
+    if r is not None:
+        f = r.raising_frame
+        owner = r.owner
+        doc.update({"type": r.type or None, "message": short(r.message, 400), "line": r.line + 1,
+                    "errno": r.errno, "raised_at": f"{f.path}:{f.line} in {f.func}" if f else None,
+                    "owner": owner, "owner_version": log_stack.get(canonicalize_name(owner)) if owner else None})
+    return doc
+
+
+def _by_class(failure: Failure, lines: list[str], region: list[int], python: str, known: dict,
+              decisive_only: bool = False) -> Finding | None:
+    """The finding of the first failure class (knowledge/triage.yaml) the failure belongs to; with
+    `decisive_only`, only a class keyed by an errno or a signal."""
+    hit = classify(failure, lines, region, decisive_only)
+    if hit is None:
+        return None
+    cls, raised, groups = hit
+    # alternatives of one pattern name their groups dist/dist2, need/need2
+    for k in [k for k in groups if k[-1].isdigit()]:
+        groups.setdefault(k.rstrip("0123456789"), groups.pop(k))
+    idx = sorted({raised.start, raised.line} if raised is not None else set())
+    if failure.signal and not idx:
+        idx = [i for i in region if failure.signal in lines[i] or "exitcode" in lines[i] or "signal" in lines[i].lower()][-3:]
+    message = short(raised.text, 160) if raised is not None else f"died of {failure.signal}"
+    ev = evidence(lines, idx) + failure.describe() + [f"failure class: {cls['source']}"]
+    data_file = re.search(r"[\w./~-]+\.parquet\b", "\n".join(lines[i] for i in region[-400:]))
+    params = {**(cls.get("params") or {}), **known, "python": python, "message": message, **groups}
+    if data_file and "data_file" not in params:
+        params["data_file"] = data_file.group(0)
+    return make(cls["id"], ev, severity="error", **params)
+
+
+def _unrecognized(lines: list[str], start: int, markers: list[tuple[int, str]], failure: Failure,
+                  log_stack: dict) -> Finding:
+    """No signature and no failure class: describe the root exception honestly — what, where, whose
+    code — and say what to run next. In the user's own code it is a bug there, not the environment."""
+    r = failure.root
+    if r is not None and (r.type or r.message):
+        message = short(r.text, 160)
+        f = r.raising_frame
+        idx = sorted({i for i in (r.start, r.line) if i is not None})
+        ev = evidence(lines, idx) + failure.describe()
+        if r.owner and r.owner != "stdlib" and log_stack.get(canonicalize_name(r.owner)):
+            ev.append(f"{r.owner} {log_stack[canonicalize_name(r.owner)]} (the version the log shows)")
+        if f is not None and r.owner is None:
+            return make("runtime.app-error", ev, message=message, where=f"{f.path}:{f.line} in {f.func}")
+        return make("runtime.unrecognized-failure", ev, message=message)
+    if failure.signal:
+        i = markers[-1][0] if markers else start
+        return make("runtime.unrecognized-failure", evidence(lines, [i]) + failure.describe(),
+                    message=f"a process died of {failure.signal}")
     i = markers[-1][0] if markers else start
     return make("runtime.unrecognized-failure", evidence(lines, [m[0] for m in markers][-MAX_EVIDENCE:] or [i]),
                 message=short(lines[i], 160) if i < len(lines) else "no failure line")
