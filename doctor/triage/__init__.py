@@ -9,6 +9,7 @@ marker."""
 from __future__ import annotations
 
 import functools
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +21,7 @@ from doctor import knowledge
 from doctor.findings import Finding, hold_unrunnable, make
 from doctor.lockfiles import parse_lockfile, stack_lockfile
 from doctor.logparse import decode, parse_step, read_text
-from doctor.signatures import (MAX_EVIDENCE, clean_lines, evidence, findings_for, match, scan, short,
+from doctor.signatures import (MAX_EVIDENCE, SafeFormat, clean_lines, evidence, findings_for, match, scan, short,
                                spec)
 from doctor.triage.failure import Failure, classify, model
 @dataclass
@@ -248,7 +249,14 @@ def _by_class(failure: Failure, lines: list[str], region: list[int], python: str
     message = short(raised.text, 160) if raised is not None else f"died of {failure.signal}"
     ev = evidence(lines, idx) + failure.describe() + [f"failure class: {cls['source']}"]
     data_file = re.search(r"[\w./~-]+\.parquet\b", "\n".join(lines[i] for i in region[-400:]))
-    params = {**(cls.get("params") or {}), **known, "python": python, "message": message, **groups}
+    if groups.get("heads", "").isdigit() and groups.get("tp", "").isdigit():
+        # the TP size that fits: divides the heads and the GPUs the configured size was set for
+        groups["tp_fit"] = str(math.gcd(int(groups["heads"]), int(groups["tp"])))
+    fmt = SafeFormat(groups)
+    defaults = {k: v.format_map(fmt) if isinstance(v, str) else v for k, v in (cls.get("params") or {}).items()}
+    params = {**defaults, **known, "python": python, "message": message, **groups}
+    caller, callee = raised.boundary if raised is not None else (None, None)
+    params.update({k: v for k, v in (("caller", caller), ("callee", callee)) if v and k not in params})
     if data_file and "data_file" not in params:
         params["data_file"] = data_file.group(0)
     return make(cls["id"], ev, severity="error", **params)

@@ -24,7 +24,7 @@ _FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<fun
 # IPython / Jupyter frames: "[/usr/local/lib/python3.11/dist-packages/datasets/builder.py](…) in as_dataset(…)"
 _NB_FRAME = re.compile(r"^\s*\[?(?P<path>/[^\s\]\[()]+\.py)\]?(?:\([^)]*\))? in (?P<func>[\w<>]+)")
 # "pkg.mod.SomeError: message", "RayTaskError(KeyError): ray::f()", "KeyError: 'x'", "Killed" is not one
-_EXC = re.compile(r"^\s*(?P<type>(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure)|"
+_EXC = re.compile(r"^\s*(?P<type>(?:[A-Za-z_]\w*\.)*(?:(?:[A-Z]\w*)?(?:Error|Exception|Exit|Interrupt|Failure)|"
                   r"KeyboardInterrupt|StopIteration|GeneratorExit))"
                   r"(?:\((?P<inner>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)\))?(?::\s?(?P<msg>.*)|\s*$)")
 _CAUSE = "The above exception was the direct cause of the following exception"
@@ -44,9 +44,11 @@ _CHECKOUT = re.compile(r"/(?P<pkg>vllm|verl|torch|ray|transformers|flash_attn|xf
                        r"numpy|pyarrow|datasets|sglang|megatron|deepspeed|accelerate|trl|peft)/(?P=pkg)/")
 # a logger's prefix before each line of a traceback it logs: vLLM's "ERROR 01-19 03:55:24 file.py:233] ",
 # glog's "E1119 10:00:00.123456  1234 file.cc:12] ", logging's "2024-01-01 12:00:00,123 - name - ERROR - "
-_LOGGER_PREFIX = re.compile(r"^\s*(?:(?:ERROR|WARNING|INFO|DEBUG|CRITICAL) \d\d-\d\d [\d:.]+ [\w.<>-]+:\d+\] ?"
+_LOGGER_PREFIX = re.compile(r"^\s*(?:(?:ERROR|WARNING|INFO|DEBUG|CRITICAL) \d\d-\d\d [\d:.]+ \[?[\w.<>-]+:\d+\] ?"
                             r"|[EWIF]\d{4} [\d:.]+\s+\d+ [\w.-]+:\d+\] "
                             r"|\d{4}-\d\d-\d\d[ T][\d:,.]+ - [\w.-]+ - (?:ERROR|CRITICAL) - )")
+# a fork's vendored verl (Archer2.0/verl/workers/…, TinyZero/verl/trainer/…): verl's code, not the user's
+_VERL_FORK = re.compile(r"/verl/(?:workers|trainer|utils|single_controller|models|third_party|protocol)\b")
 _STDLIB = re.compile(r"/lib/python3\.\d+/(?!site-packages|dist-packages)|^<frozen ")
 
 
@@ -63,6 +65,8 @@ class Frame:
         m = _SITE.search(self.path) or _CHECKOUT.search(self.path)
         if m:
             return m.group("pkg")
+        if _VERL_FORK.search(self.path):
+            return "verl"
         if _STDLIB.search(self.path):
             return "stdlib"
         # code compiled at run time (<string>, a notebook cell is not: <ipython-input-…> is the user's)
@@ -105,6 +109,16 @@ class Raised:
         # no frames pasted: a qualified exception type names the package that defines (and raised) it
         top = self.type.split(".", 1)[0] if "." in self.type else None
         return top if top not in (None, "builtins", "__main__") else None
+
+    @property
+    def boundary(self) -> tuple[str | None, str | None]:
+        """(caller, callee): the last call in the frames from one package into another — where a
+        signature or API mismatch between two versions shows (trl → vllm)."""
+        owners = [f.owner for f in self.frames if f.owner not in ("stdlib", "generated")]
+        for a, b in zip(reversed(owners[:-1]), reversed(owners[1:])):
+            if a != b:
+                return a or "your code", b or "your code"
+        return None, owners[-1] if owners else None
 
     @property
     def errno(self) -> str | None:
@@ -248,7 +262,10 @@ def exceptions(lines: list[str], region: list[int]) -> list[Raised]:
             msg = (em["msg"] or "").strip()
             # a message that goes on over the next lines (pydantic, Hydra, HF hub messages)
             j = i + 1
+            # (only where the message is visibly unfinished or the next line is indented: prose
+            # written under a pasted exception is not its message)
             while (j in allowed and j < len(lines) and lines[j].strip() and len(msg) < 400
+                   and (not msg or msg.rstrip()[-1:] in ":,(" or lines[j][:1].isspace())
                    and not (_TRACEBACK.match(lines[j]) or _FRAME.match(lines[j]) or _EXC.match(lines[j])
                             or _ERROR_LINE.search(lines[j]) or _LOGGER_PREFIX.match(lines[j])
                             or _CAUSE in lines[j] or _CONTEXT in lines[j])
