@@ -178,7 +178,7 @@ def triage_text(text: str, path: str, python: str = "python", python_version: st
         elif symptoms:
             t.findings += findings_for(symptoms, lines, severity="error", python=python, known=known)
         else:
-            t.findings.append(_unrecognized(lines, start, markers, failure, log_stack))
+            t.findings.append(_unrecognized(lines, start, markers, failure, log_stack, path, python, last_step))
     t.findings += findings_for(warn_hits, lines, severity="warning", python=python, known=known)
     for f in t.findings:
         hold_unrunnable(f)
@@ -263,27 +263,32 @@ def _by_class(failure: Failure, lines: list[str], region: list[int], python: str
 
 
 def _unrecognized(lines: list[str], start: int, markers: list[tuple[int, str]], failure: Failure,
-                  log_stack: dict) -> Finding:
+                  log_stack: dict, path: str, python: str, last_step: int | None) -> Finding:
     """No signature and no failure class: describe the root exception honestly — what, where, whose
     code — and say what to run next. In the user's own code it is a bug there, not the environment."""
     r = failure.root
+    params = {"python": python} if python != "python" else {}
+    if path not in ("-", "<stdin>") and Path(path).is_file():
+        params["log"] = str(Path(path).resolve())
+    when = (f"when: after training step {last_step}" if last_step is not None
+            else "when: before the first training step (start-up)")
     if r is not None and (r.type or r.message):
         message = short(r.text, 160)
         f = r.raising_frame
         idx = sorted({i for i in (r.start, r.line) if i is not None})
-        ev = evidence(lines, idx) + failure.describe()
+        ev = evidence(lines, idx) + failure.describe() + [when]
         if r.owner and r.owner != "stdlib" and log_stack.get(canonicalize_name(r.owner)):
             ev.append(f"{r.owner} {log_stack[canonicalize_name(r.owner)]} (the version the log shows)")
         if f is not None and r.owner is None:
             return make("runtime.app-error", ev, message=message, where=f"{f.path}:{f.line} in {f.func}")
-        return make("runtime.unrecognized-failure", ev, message=message)
+        return make("runtime.unrecognized-failure", ev, message=message, **params)
     if failure.signal:
         i = markers[-1][0] if markers else start
-        return make("runtime.unrecognized-failure", evidence(lines, [i]) + failure.describe(),
-                    message=f"a process died of {failure.signal}")
+        return make("runtime.unrecognized-failure", evidence(lines, [i]) + failure.describe() + [when],
+                    message=f"a process died of {failure.signal}", **params)
     i = markers[-1][0] if markers else start
-    return make("runtime.unrecognized-failure", evidence(lines, [m[0] for m in markers][-MAX_EVIDENCE:] or [i]),
-                message=short(lines[i], 160) if i < len(lines) else "no failure line")
+    return make("runtime.unrecognized-failure", evidence(lines, [m[0] for m in markers][-MAX_EVIDENCE:] or [i]) + [when],
+                message=short(lines[i], 160) if i < len(lines) else "no failure line", **params)
 
 
 def read_log(path: str) -> str:

@@ -182,7 +182,7 @@ def errno_of(message: str) -> str | None:
 def signal_of(lines: list[str], region: list[int]) -> str | None:
     """The signal a process of the run died of: `exitcode: -9`, `killed by signal: Bus error`,
     `Signals.SIGKILL`, `Segmentation fault`, a shell's `Killed`. The last one in the region."""
-    names = {_signal.strsignal(s).lower(): s.name for s in _signal.Signals if _signal.strsignal(s)}
+    names = {(_signal.strsignal(s) or "").lower(): s.name for s in _signal.Signals if _signal.strsignal(s)}
     found = None
     for i in region:
         ln = lines[i]
