@@ -180,3 +180,28 @@ def cause_of(text: str, python: str, facts: dict | None = None, **known) -> Find
         known = {**{n.replace("-", "_"): d["version"] for n, d in facts["distributions"].items()}, **known}
     causes = causes_in_text(text, python, **known) if text.strip() else []
     return causes[0] if causes else None
+
+
+_VERSIONISH = re.compile(r"\d+\.\d+")
+_QUOTED = re.compile(r"'[^']+'|\"[^\"]+\"|`[^`]+`")
+_ADVICE = re.compile(r"\b(?:please|upgrade|install|requires?|required|must|need|should|not supported|"
+                     r"not found|no such|cannot|can't|could not|couldn't|too (?:old|new|many|large|long)|"
+                     r"out of|invalid|unsupported|denied|gated|missing|not configured)\b", re.I)
+_GENERIC = re.compile(r"see (?:the )?(?:root cause|above|error) |see root cause above|check the (?:logs|"
+                      r"error)|for more details|^\s*$", re.I)
+_ERRNO_MARK = re.compile(r"\[Errno \d+\]|\berrno\b", re.I)
+
+
+def specificity(exc_type: str, message: str) -> int:
+    """How much an exception's message says about its cause: an errno, a version, a quoted name,
+    advice ("please upgrade X"), minus what only points elsewhere ("see root cause above"). Used to
+    quote the most specific exception of a chain — in a log (triage) and in a probe's import."""
+    score = 3 if _ERRNO_MARK.search(message) else 0
+    score += 2 if _ADVICE.search(message) else 0
+    score += 1 if _VERSIONISH.search(message) else 0
+    score += 1 if _QUOTED.search(message) else 0
+    score += 1 if exc_type else -1       # a typed exception over a bare error line
+    score -= 4 if _GENERIC.search(message) else 0
+    short_type = exc_type.rsplit(".", 1)[-1]
+    score -= 2 if short_type in ("SystemExit", "KeyboardInterrupt", "CalledProcessError") else 0
+    return score

@@ -6,16 +6,33 @@ import re
 
 from packaging.utils import canonicalize_name
 
-from doctor.signatures import classify
+from doctor.signatures import classify, specificity
+
+
+def chain_text(info: dict) -> str:
+    """An import failure's text with the exceptions it was raised from (the probe's `causes`)."""
+    causes = info.get("causes") or []
+    return "\n".join([info.get("text") or info.get("message", "")] +
+                     [f"{c.get('type')}: {c.get('message')}" for c in causes])
 
 
 def import_failures(facts: dict) -> list[tuple[str, dict, str | None]]:
-    """(module, failure info, classified ID) for every failed import, in import order."""
+    """(module, failure info, classified ID) for every failed import, in import order; the whole
+    exception chain is classified, not only its last message."""
     out = []
     for module, info in ((facts.get("imports") or {}).get("modules") or {}).items():
         if not info.get("ok"):
-            out.append((module, info, classify(info.get("text") or info.get("message", ""))))
+            out.append((module, info, classify(chain_text(info))))
     return out
+
+
+def most_specific(info: dict) -> tuple[str, str]:
+    """(type, message) of the most specific exception of the chain: the final one unless one it was
+    raised from says more ("Please upgrade X to >= N" under "C extension not built")."""
+    candidates = [(info.get("type") or "", info.get("message") or "")]
+    candidates += [(c.get("type") or "", c.get("message") or "") for c in info.get("causes") or []]
+    best = max(range(len(candidates)), key=lambda i: (specificity(*candidates[i]), -i))
+    return candidates[best]
 
 
 def failures_for(facts: dict, finding_id: str) -> list[tuple[str, dict]]:
@@ -51,6 +68,9 @@ def exception_summary(lines: list[str]) -> list[str]:
 def failure_evidence(module: str, info: dict) -> str:
     chain = info.get("chain") or []
     where = f" (raised at {chain[-1]})" if chain else ""
+    _, message = most_specific(info)   # the probe's messages already start with their type
+    if message != info.get("message"):   # the chain's specific line first, then what it surfaced as
+        return f"import {module}: {message} (then: {info.get('message')}){where}"
     return f"import {module}: {info.get('message')}{where}"
 
 

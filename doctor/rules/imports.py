@@ -10,7 +10,7 @@ from doctor.rules.registry import rule
 from doctor.dists import installed
 from doctor.reference import culprits, differs_from_reference
 from doctor.signatures import default_params
-from doctor.rules.failures import fails_for_missing_dist, failure_evidence, import_failures
+from doctor.rules.failures import fails_for_missing_dist, failure_evidence, import_failures, most_specific
 from doctor.stacks import missing_stack_dists, stack_modules
 from doctor.rules.stack import dists_missing_finding
 
@@ -50,7 +50,7 @@ def failed(facts, ctx):
                     for c in (stack or {}).get("constraints", [])}  # a signature's finding may name them ({verl}, {vllm})
         surfaced = make(fid, evidence, **{**default_params(fid), **versions, "module": label, "modules": ", ".join(modules),
                                           "exc_type": info.get("type"), "dist": dist,
-                                          "message": info.get("message", "?"), "python": ctx.python})
+                                          "message": most_specific(info)[1] or info.get("message", "?"), "python": ctx.python})
         blamed = culprits(facts, ctx.reference, info)
         if blamed:  # what differs from the known-good set is the cause; where it surfaced is affected
             diff = differs_from_reference(facts, ctx.reference)

@@ -18,6 +18,7 @@ import signal as _signal
 from dataclasses import dataclass, field
 
 from doctor import knowledge
+from doctor.signatures import specificity as message_specificity
 
 _TRACEBACK = re.compile(r"^\s*(?:\S+\s+)?Traceback \(most recent call last\)")
 _FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
@@ -288,32 +289,16 @@ def exceptions(lines: list[str], region: list[int]) -> list[Raised]:
     return out
 
 
-_VERSIONISH = re.compile(r"\d+\.\d+")
-_QUOTED = re.compile(r"'[^']+'|\"[^\"]+\"|`[^`]+`")
-_ADVICE = re.compile(r"\b(?:please|upgrade|install|requires?|required|must|need|should|not supported|"
-                     r"not found|no such|cannot|can't|could not|couldn't|too (?:old|new|many|large|long)|"
-                     r"out of|invalid|unsupported|denied|gated|missing|not configured)\b", re.I)
-_GENERIC = re.compile(r"see (?:the )?(?:root cause|above|error) |see root cause above|check the (?:logs|"
-                      r"error)|for more details|^\s*$", re.I)
-
-
 def specificity(r: Raised) -> int:
-    """How much a message says about its cause: an errno, a version, a quoted name, advice; minus
-    what only points elsewhere ("see root cause above")."""
+    """How much an exception says about its cause (doctor.signatures.specificity); a wrapper or a
+    traceback cut before its exception line says nothing."""
     if r.wrapper:
         return -10
     if not r.type and not r.message:
-        return -8   # a traceback cut before its exception line
-    score = 0
-    msg = r.message
-    score += 3 if r.errno else 0
-    score += 2 if _ADVICE.search(msg) else 0
-    score += 1 if _VERSIONISH.search(msg) else 0
-    score += 1 if _QUOTED.search(msg) else 0
-    score += 1 if r.type else -1       # a typed exception over a bare error line
-    score -= 4 if _GENERIC.search(msg) else 0
-    score -= 2 if r.short_type in ("SystemExit", "KeyboardInterrupt", "CalledProcessError") else 0
-    return score
+        return -8
+    # an errno known only by its strerror text ("Address already in use") counts like [Errno N]
+    by_text = 3 if r.errno and "errno" not in r.message.lower() else 0
+    return message_specificity(r.type, r.message) + by_text
 
 
 def model(lines: list[str], region: list[int]) -> Failure:

@@ -35,13 +35,30 @@ def _first_line(lines):
     return text[0]
 
 
-def describe_exception(exc):
-    """Type, message and the chain of frames that led to it (file:line), newest last."""
+def _frames_of(exc):
     frames = _traceback.extract_tb(exc.__traceback__)
     # Only frames in packages: the probe's own code ("<string>") and importlib are noise.
-    chain = [f"{f.filename}:{f.lineno}" for f in frames
-             if not f.filename.startswith("<") and not f.filename.startswith(_STDLIB + _os.sep)][-12:]
+    return [f"{f.filename}:{f.lineno}" for f in frames
+            if not f.filename.startswith("<") and not f.filename.startswith(_STDLIB + _os.sep)][-12:]
+
+
+def describe_exception(exc):
+    """Type, message and the chain of frames that led to it (file:line), newest last; `causes`: the
+    exceptions it was raised from or while handling (`raise … from …`, "During handling …"),
+    nearest first — the first message of a chain is often the specific one ("Please upgrade X")."""
     lines = _traceback.format_exception_only(type(exc), exc)
+    causes = []
+    seen = {id(exc)}
+    cur = exc
+    while len(causes) < 5:
+        nxt = cur.__cause__ if cur.__cause__ is not None else (None if cur.__suppress_context__ else cur.__context__)
+        if nxt is None or id(nxt) in seen:
+            break
+        seen.add(id(nxt))
+        nlines = _traceback.format_exception_only(type(nxt), nxt)
+        causes.append({"type": type(nxt).__name__, "message": _first_line(nlines) if nlines else repr(nxt),
+                       "link": "cause" if cur.__cause__ is not None else "context", "chain": _frames_of(nxt)})
+        cur = nxt
     return {
         "type": type(exc).__name__,
         # The exception's own first line: a library's precise check ("tokenizers>=0.21,<0.22 is
@@ -50,5 +67,6 @@ def describe_exception(exc):
         "message": _first_line(lines) if lines else repr(exc),
         "text": "".join(lines).strip()[:2000] if lines else repr(exc),
         "missing_module": getattr(exc, "name", None) if isinstance(exc, ImportError) else None,
-        "chain": chain,
+        "chain": _frames_of(exc),
+        "causes": causes,
     }
