@@ -192,7 +192,7 @@ def together(findings: list[Finding], facts: Facts, python: str, chosen: StackCh
     """The check's one-command fixes: what `doctor fix` would run for findings that share a cause."""
     try:
         return fix_together(findings, python=python, stack=chosen.stack, lockfile=str(lockfile) if lockfile else None,
-                            protected=user_projects(facts), guard=family_guard(chosen, facts))
+                            protected=user_projects(facts), guard=family_guard(chosen, facts), facts=facts)
     except Exception:  # noqa: BLE001 - a hint; the findings' own fixes are printed anyway
         if strict():  # the tests: the doctor's own bug fails loudly instead of hiding the hint
             raise

@@ -46,13 +46,29 @@ class StackChoice:
             f"the {self.family} family has no reference stack"
 
 
+def constraint_applies(c: dict, facts: Facts | None) -> bool:
+    """Whether a stack constraint holds for this env: a conditional one (`when`: a pin that is true
+    only beside some version of another distribution, "datasets < 2.16 needs fsspec <= 2023.9.2")
+    applies only where that distribution is installed at such a version. Without facts: always."""
+    when = c.get("when")
+    if not when or facts is None:
+        return True
+    other = installed(facts, when["dist"])
+    return other is not None and satisfies(other, when["spec"])
+
+
+def constraint_lines(stack: dict, facts: Facts | None = None) -> str:
+    """The stack's constraints as a pip constraints file; for an env (facts), only those that apply."""
+    return "\n".join(f"{c['dist']}{c['spec']}" for c in stack["constraints"] if constraint_applies(c, facts)) + "\n"
+
+
 def _score(facts: Facts, stack: dict) -> tuple[int, int, float]:
     w = knowledge.load("system")["closest_stack"]
     met = total = 0
     score = 0.0
     for c in stack["constraints"]:
         v = installed(facts, c["dist"])
-        if v is None:
+        if v is None or not constraint_applies(c, facts):
             continue
         total += 1
         if satisfies(v, c["spec"]):

@@ -47,6 +47,12 @@ RECIPES: dict[str, tuple[Path, list[list[str]], str]] = {
                            "an editable verl fork (verl 0.3.0.post1's code, version 0.1.0) over the verl 0.3 lock"),
     "verl-fork-post1": (LOCK_030, [["fork", "verl==0.3.0.post1", "0.1.0"], ["install", "--no-deps", "vllm==0.6.3.post1"]],
                         "the editable fork with vllm 0.6.3.post1 laid over: its own adapter rejects it"),
+    # A pairwise pin (issue 24): datasets < 2.14.6 cannot load from fsspec > 2023.9.2; datasets 4.0 can.
+    "datasets4-fsspec2025": (LOCK_041, [["install", "datasets==4.0.0", "fsspec==2025.3.0"]],
+                             "datasets 4.0.0 + fsspec 2025.3.0: the fsspec pin's condition does not hold (healthy)"),
+    "datasets2144-fsspec2025": (LOCK_041, [["install", "datasets==2.14.4"], ["install", "--no-deps", "fsspec==2025.3.0"]],
+                                "datasets 2.14.4 (what the [stack] extra once resolved) with fsspec 2025.3.0: "
+                                "load_dataset of a parquet fails"),
 }
 
 # The working set with one distribution pinned over it the way users do it (`pip install --no-deps

@@ -53,7 +53,8 @@ def run_explain(finding_id: str | None) -> int:
     if finding_id in versions:
         console.print("\n[bold]Known-good ranges[/]")
         for stack, c in versions[finding_id]:
-            console.print(f"  {stack}: {c['dist']}{c['spec']} ({c['severity']}) — {escape(c['reason'])}")
+            only = f", only with {c['when']['dist']}{c['when']['spec']}" if c.get("when") else ""
+            console.print(f"  {stack}: {c['dist']}{c['spec']} ({c['severity']}{only}) — {escape(c['reason'])}")
             console.print(f"    [dim]source: {escape(c['source'])}[/]")
     else:
         console.print(f"\n[bold]Why it happens[/]\n  {escape(spec['why'])}")

@@ -18,6 +18,7 @@ from typing import Callable
 
 from packaging.utils import canonicalize_name
 
+from doctor.facts import Facts
 from doctor import knowledge
 from doctor.errors import UsageError
 from doctor.findings import definition
@@ -165,7 +166,7 @@ def validate_only(only: list[str] | None) -> None:
 
 def build_plan(findings, *, python: str, stack: dict | None, lockfile: str | None = None,
                only: list[str] | None = None, protected: dict[str, str] | None = None,
-               guard: FamilyGuard | None = None) -> Plan:
+               guard: FamilyGuard | None = None, facts: Facts | None = None) -> Plan:
     """Ordered steps for every automatic finding (one whose entry has a fix.plan).
 
     All package entries become ONE packages step (one uv resolution), or, with a lockfile, one
@@ -174,7 +175,9 @@ def build_plan(findings, *, python: str, stack: dict | None, lockfile: str | Non
     reinstalls or removes them — a lockfile sync, which would, becomes a manual step that says so.
     `guard` (doctor.stacks.family_guard) is the env's stack family: no step moves verl, vLLM, torch
     or transformers into another family (nor resolves within another family's stack) unless the
-    user named that family's stack (--stack); such a step becomes a manual one that says why."""
+    user named that family's stack (--stack); such a step becomes a manual one that says why.
+    `facts` (the target's): a conditional constraint of the stack whose condition does not hold
+    there is not passed to the resolver."""
     protected = {canonicalize_name(n): p for n, p in (protected or {}).items()}
     from doctor.fixes import packages  # noqa: F401 - registers the package step kinds
     from doctor.fixes import ray_sessions  # noqa: F401 - registers the ray-quarantine kind
@@ -246,7 +249,7 @@ def build_plan(findings, *, python: str, stack: dict | None, lockfile: str | Non
     if lock_targets:
         plan.steps.append(packages.make_sync_step(python, str(lockfile), lock_targets))
     elif pkg:
-        plan.steps.append(packages.make_install_step(python, stack, list(pkg.values()), pkg_targets, reinstall))
+        plan.steps.append(packages.make_install_step(python, stack, list(pkg.values()), pkg_targets, reinstall, facts))
     plan.steps = ray_sessions.merge(plan.steps)
     # Package changes first: later kinds (Ray sessions, recipe overrides) may depend on them.
     plan.steps.sort(key=lambda s: 0 if STEP_KINDS[s.kind].restores_packages else 1)
@@ -254,11 +257,13 @@ def build_plan(findings, *, python: str, stack: dict | None, lockfile: str | Non
 
 
 def fix_together(findings, *, python: str, stack: dict | None, lockfile: str | None = None,
-                 protected: dict[str, str] | None = None, guard: FamilyGuard | None = None) -> list[dict]:
+                 protected: dict[str, str] | None = None, guard: FamilyGuard | None = None,
+                 facts: Facts | None = None) -> list[dict]:
     """Findings one resolution fixes together (the resolver's view of one cause): each package step
     of the plan `doctor fix` would make that covers two or more findings, with its one command.
     `doctor check` prints these instead of one command per finding, which run alone can leave a
     new conflict (transformers 5 → 4.47 needs tokenizers < 0.22 in the same resolution)."""
-    plan = build_plan(findings, python=python, stack=stack, lockfile=lockfile, protected=protected, guard=guard)
+    plan = build_plan(findings, python=python, stack=stack, lockfile=lockfile, protected=protected, guard=guard,
+                      facts=facts)
     return [{"targets": list(step.targets), "description": step.description, "command": step.commands[0]}
             for step in plan.steps if step.kind in ("packages", "sync-lock") and len(step.targets) > 1 and step.commands]

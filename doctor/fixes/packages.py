@@ -4,6 +4,7 @@ lockfile. Both are undone by restoring the snapshot's freeze (snapshot.restore).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shlex
@@ -15,6 +16,8 @@ from doctor.fixes import ApplyContext, FixError, Step, StepKind, register
 from doctor.uv import runnable
 from doctor.uv import uv_bin
 from doctor.lockfiles.compile import stack_inputs
+from doctor.stacks import constraint_lines
+from doctor.facts import Facts
 from doctor.paths import state_dir
 
 _CHANGE = re.compile(r"^ ([+-]) ([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?(?:==| @ )(\S+)")
@@ -137,8 +140,8 @@ register(SyncLockKind())
 
 
 def make_install_step(python: str, stack: dict | None, reqs: list[dict], targets: list[str],
-                      reinstall: list[str]) -> Step:
-    constraints = stack_inputs(stack)[1] if stack else ""
+                      reinstall: list[str], facts: Facts | None = None) -> Step:
+    constraints = constraint_lines(stack, facts) if stack else ""
     requirements = _merge([r["requirement"] for r in reqs])
     step = Step(
         kind="packages",
@@ -153,15 +156,17 @@ def make_install_step(python: str, stack: dict | None, reqs: list[dict], targets
     )
     # The printed command names a real file with the stack's constraints (a dry run's plan runs as
     # printed in a new shell); an applied fix uses the snapshot's own copy (bind_constraints_path).
-    step.commands = [runnable(shlex.join(["uv", *_install_args(step, str(constraints_file(stack)) if stack else "")]))]
+    step.commands = [runnable(shlex.join(["uv", *_install_args(step, str(constraints_file(stack, constraints)) if stack else "")]))]
     return step
 
 
-def constraints_file(stack: dict) -> Path:
-    """The stack's constraints as a file the printed fix command can name: written under the
-    doctor's state dir (not the target), the same text each time."""
-    path = state_dir() / "constraints" / f"{stack['name']}.txt"
-    text = stack_inputs(stack)[1]
+def constraints_file(stack: dict, text: str | None = None) -> Path:
+    """The stack's constraints (or the ones that apply to one env: `text`) as a file the printed fix
+    command can name: written under the doctor's state dir (not the target), one file per content."""
+    full = stack_inputs(stack)[1]
+    text = full if text is None else text
+    suffix = "" if text == full else "-" + hashlib.sha256(text.encode()).hexdigest()[:8]
+    path = state_dir() / "constraints" / f"{stack['name']}{suffix}.txt"
     try:
         if not path.is_file() or path.read_text() != text:
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -120,7 +120,8 @@ def fix(req: FixRequest, ui: FixUI, check: Callable[[str | None], "CheckResult"]
         t0 = time.perf_counter()
         plan = build_plan(before.findings, python=req.python, stack=stack,
                           lockfile=str(req.lockfile) if req.lockfile else None, only=req.only,
-                          protected=user_projects(before.facts), guard=family_guard(chosen, before.facts))
+                          protected=user_projects(before.facts), guard=family_guard(chosen, before.facts),
+                          facts=before.facts)
         doc.update(stack=plan.stack, lockfile=plan.lockfile, before=summary(before.findings))
         snap_id = None if req.dry_run or not plan.steps else snapmod.new_id()
         if snap_id:

@@ -106,7 +106,9 @@ SCHEMAS: dict[str, Any] = {
         # also_good: versions outside `spec` (which the lock resolves within) known to work with this
         # stack — what the family's own users ran — never flagged; `spec` alone feeds the lockfile.
         "constraints": [{"dist": TEXT, "spec": TEXT, "severity": SEVERITY, "reason": TEXT, "source": TEXT,
-                         "also_good?": {"spec": TEXT, "source": TEXT}}],
+                         "also_good?": {"spec": TEXT, "source": TEXT},
+                         # when: the pin holds only beside this version of another dist (pairwise truth)
+                         "when?": {"dist": TEXT, "spec": TEXT, "source": TEXT}}],
         # modules: the modules of the stack's trainer path the imports rule judges (default:
         # python_env.yaml stack_modules).
         "modules?": [TEXT],

@@ -18,12 +18,13 @@ from doctor.errors import UsageError
 from doctor.uv import uv_bin
 from doctor.probes import TARGET_PROBES, run_target_probe
 from doctor.dists import checkout_of
+from doctor.stacks import constraint_lines
 
 
 def stack_inputs(stack: dict) -> tuple[str, str]:
     """The requirements and constraints files uv resolves, as text."""
     reqs = "\n".join(stack["requirements"]) + "\n"
-    cons = "\n".join(f"{c['dist']}{c['spec']}" for c in stack["constraints"]) + "\n"
+    cons = constraint_lines(stack)   # the lock is resolved with every pin (its own set meets their conditions)
     return reqs, cons
 
 

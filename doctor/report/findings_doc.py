@@ -31,7 +31,8 @@ def render() -> str:
                     "| stack | dist | range | severity | reason | source |", "|---|---|---|---|---|---|"]
             for s in knowledge.stacks().values():
                 for c in s["constraints"]:
-                    out.append(f"| {s['name']} | {c['dist']} | `{c['spec']}` | {c['severity']} | {c['reason']} | {c['source']} |")
+                    only = f" (only with {c['when']['dist']}`{c['when']['spec']}`)" if c.get("when") else ""
+                    out.append(f"| {s['name']} | {c['dist']} | `{c['spec']}`{only} | {c['severity']} | {c['reason']} | {c['source']} |")
         else:
             out += ["", "**Sources:**", *[f"- {s}" for s in d.get("sources", [])]]
     return "\n".join(out) + "\n"

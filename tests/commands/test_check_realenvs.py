@@ -189,3 +189,15 @@ def test_one_cause_one_command_run_as_printed_fixes_them_all(tmp_path):
     after = check()
     assert not targets & ids(after) and "pip.conflict" not in ids(after), ids(after)
     assert ids(after, "error") == set(), ids(after, "error")
+
+
+def test_a_pairwise_pin_fires_only_where_its_condition_holds():
+    # datasets < 2.14.6 cannot load from fsspec > 2023.9.2 (checked: load_dataset('parquet') raises
+    # "Loading a dataset cached in a LocalFileSystem is not supported"); datasets 4.0 can.
+    _, broken = check_json("datasets2144-fsspec2025")
+    f = finding(broken, "version.fsspec")
+    assert f["severity"] == "error" and "<=2023.9.2" in f["title"]
+    _, healthy = check_json("datasets4-fsspec2025")
+    assert errors(healthy) == set(), errors(healthy)
+    assert "version.fsspec" not in ids(healthy)
+    assert healthy["facts"]["imports"]["modules"]["verl.utils.dataset.rl_dataset"]["ok"]
