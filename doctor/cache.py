@@ -15,7 +15,8 @@ from doctor.probes import SCRIPTS
 
 # Variables that change import behaviour, hence probe results.
 FINGERPRINT_ENV = ("PYTHONPATH", "PYTHONHOME", "LD_LIBRARY_PATH", "LD_PRELOAD", "CUDA_VISIBLE_DEVICES",
-                   "TMPDIR", "PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "VLLM_TARGET_DEVICE")
+                   "TMPDIR", "PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "VLLM_TARGET_DEVICE",
+                   "VLLM_ATTENTION_BACKEND")  # the imports probe exercises the backend it selects
 
 
 def cache_dir() -> Path:

@@ -21,7 +21,7 @@ from doctor.lockfiles import parse_lockfile
 from doctor.results import Check
 from doctor.probes import (TARGET_PROBES, ProbeResult, interrupt_running, run_cluster_probe, run_local_probe,
                            run_target_probe)
-from doctor.probes.environment import environment_facts
+from doctor.probes.environment import environment_facts, load_path_facts
 from doctor.probes.gpu import gpu_facts, torch_cuda_build
 from doctor.probes.ray_state import head_answers, ray_state_facts
 from doctor.probes.system import system_facts
@@ -56,6 +56,7 @@ def collect_facts(python: str, *, fast: bool = False, use_cache: bool = True, sc
         "gpu": pool.submit(run_local_probe, "gpu", gpu_facts, 20),
         "system": pool.submit(run_local_probe, "system", system_facts, 10),
         "environment": pool.submit(run_local_probe, "environment", environment_facts, 10),
+        "load_paths": pool.submit(run_local_probe, "load_paths", load_path_facts, 10),
         "ray_state": pool.submit(run_local_probe, "ray_state", ray_state_facts, 20),
     }
     cached_dists = cache.load_dists(python) if use_cache else None
@@ -116,6 +117,7 @@ def collect_facts(python: str, *, fast: bool = False, use_cache: bool = True, sc
                     torch=torch_cuda_build(dist_data["dists"])),
         "system": probes["system"].data,
         "environment": probes["environment"].data,
+        "load_paths": probes["load_paths"].data,
         "ray_state": probes["ray_state"].data,
         # Deep probes: their data, or None when skipped (--fast, --skip-probe) or failed.
         **{n: probes[n].data if n in probes and probes[n].ok else None

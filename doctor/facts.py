@@ -98,6 +98,17 @@ class SystemFacts(_SystemBase, total=False):
 EnvironmentFacts = dict[str, str]  # the variables that matter, as set (secrets redacted)
 
 
+class LoadPathEntry(TypedDict):
+    path: str
+    exists: bool
+    packages: list[str]   # top-level Python packages and modules there (PYTHONPATH)
+    libs: list[str]       # shared libraries there (LD_LIBRARY_PATH), or the preloaded file (LD_PRELOAD)
+
+
+# The settings that decide what code loads (PYTHONPATH, LD_LIBRARY_PATH, LD_PRELOAD): var → its entries
+LoadPathsFacts = dict[str, list[LoadPathEntry]]
+
+
 class _RayStateBase(TypedDict):
     temp_root: dict    # {root, source}
     ray_dir: str
@@ -222,6 +233,7 @@ class Facts(TypedDict, total=False):
     gpu: GpuFacts
     system: SystemFacts | None
     environment: EnvironmentFacts | None
+    load_paths: LoadPathsFacts | None
     ray_state: RayStateFacts | None
     imports: ImportsFacts | None
     extensions: ExtensionsFacts | None
@@ -243,6 +255,7 @@ PROBE_TYPES: dict[str, Any] = {
     "imports": ImportsProbe,
     **{n: FACT_TYPES[n] for n in ("registry", "kernels", "ray_smoke", "ray_cluster")},
     "gpu": GpuFacts, "system": SystemFacts, "environment": EnvironmentFacts, "ray_state": RayStateFacts,
+    "load_paths": LoadPathsFacts,
 }
 REQUIRED_FACTS = ("distributions",)  # without them nothing can be judged
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 import shlex
 import shutil
 import sys
@@ -48,6 +49,9 @@ def runnable(command: str) -> str:
     each part of an `a && b` chain."""
     if " && " in command:
         return " && ".join(runnable(part) for part in command.split(" && "))
+    prefix = re.match(r"env(?: -u [A-Za-z_]\w*)+ ", command)
+    if prefix:  # `env -u VAR doctor …`: the program after the prefix is what must be found
+        return prefix.group(0) + runnable(command[prefix.end():])
     for name in ("uv", "doctor", "recipes"):
         if command == name or command.startswith(name + " "):
             return _program(name) + command[len(name):]

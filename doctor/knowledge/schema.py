@@ -66,6 +66,8 @@ SCHEMAS: dict[str, Any] = {
                                                    "signal?": [TEXT]},
                               "params?": Map(Any), "source": TEXT}],
     },
+    "settings": {"shadow_checked": Map(TEXT),
+                 "values": Map({"choices": [TEXT], "reader": TEXT, "source": TEXT})},
     "verl_vllm": [{"verl": TEXT, "accepts": Any, "error": TEXT, "source": TEXT}],
     "lock": {"ignore_extra": [{"dist": TEXT, "reason": TEXT}]},
     "python_env": {"setuptools_needed_by": [{"dist": TEXT, "source": TEXT}], "stack_modules": [TEXT]},

@@ -12,7 +12,7 @@ AREA_TITLES = {
     "stack": "Stack", "versions": "Versions", "python": "Python env", "packages": "Packages",
     "imports": "Imports", "vllm": "vLLM", "attention": "Attention kernels", "gpu": "GPU",
     "system": "System", "lock": "Lockfile", "doctor": "Doctor", "ray": "Ray", "config": "Config",
-    "trainer": "Trainer (dry run on CPU)",
+    "trainer": "Trainer (dry run on CPU)", "settings": "Settings",
 }
 
 

@@ -19,7 +19,7 @@ from doctor.rules.registry import LOOP_IDS, RULES, FactView, Rule, declares, fai
 # Import order is registration order (which decides merges): fact rules first, imports last.
 from doctor.rules import (  # noqa: F401,E402  (imported for their @rule registrations)
     stack, versions, python_env, packages, vllm, attention, gpu, system, lock, ray, imports, probes,
-    config, dryrun,
+    config, dryrun, settings,
 )
 from doctor.stacks import FamilyGuard, StackChoice, choose_stack, crosses_family, family_guard, stack_lockfile_for
 
@@ -95,8 +95,8 @@ def evaluate(facts: Facts, ctx: Context, trace: dict | None = None,
         if check.status not in (Status.SKIPPED, Status.CRASH):  # a merged ID counts at its worst
             check.status = Status.of([merged[i].severity for i in check.ids] + [f.severity for f in got])
         checks.append(check)
-    link_root_causes(merged)
     every = list(merged.values()) + extra
+    link_root_causes(every)
     _pin_to_the_lockfile(every, facts, ctx)
     guard = family_guard(ctx.chosen, facts) if facts.get("distributions") is not None else None
     for f in every:  # a command nothing could fill in is not printed as one to run
@@ -138,14 +138,18 @@ def _hold_cross_family(f: Finding, guard: FamilyGuard | None) -> None:
         f.fix.summary += " Not printed as a command to run: " + "; ".join(dict.fromkeys(why)) + "."
 
 
-def link_root_causes(findings: dict[str, Finding]) -> None:
+def link_root_causes(findings) -> None:
     """A finding whose knowledge entry names root causes (`consequence_of`) that are reported too
-    is marked caused_by the first of them present (families like `version.*` match by prefix)."""
-    for f in findings.values():
+    is marked caused_by the first of them present (families like `version.*` match by prefix).
+    `findings`: a dict by ID or a list (a rule may report one ID twice: each copy is linked)."""
+    every = list(findings.values()) if isinstance(findings, dict) else list(findings)
+    ids = list(dict.fromkeys(f.id for f in every))
+    roots = {f.id: f for f in every}
+    for f in every:
         for cause in (definition(f.id) or {}).get("consequence_of", []):
-            present = [i for i in findings if i != f.id and (i == cause or (cause.endswith(".*") and
-                                                                          i.startswith(cause[:-1])))]
-            if present and findings[present[0]].caused_by is None:
+            present = [i for i in ids if i != f.id and (i == cause or (cause.endswith(".*") and
+                                                                      i.startswith(cause[:-1])))]
+            if present and roots[present[0]].caused_by is None:
                 f.caused_by = present[0]
                 break
 

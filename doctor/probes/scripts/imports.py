@@ -81,6 +81,64 @@ if "vllm" in sys.modules and "transformers" in sys.modules:
         info["ok"] = False
         checks["vllm_tokenizer"] = info
 
+# The attention backend a setting selects (VLLM_ATTENTION_BACKEND) is only loaded when the engine
+# starts; exercise that choice now, on CPU: vLLM's own parsing of the name (an unknown name raises
+# with the list of valid ones), then the import of that backend's module, as the engine would.
+backend_name = os.environ.get("VLLM_ATTENTION_BACKEND")
+if backend_name and "vllm" in sys.modules:
+    check = {"name": backend_name, "ok": True}
+    try:
+        selector = importlib.import_module("vllm.attention.selector")
+        parse = getattr(selector, "get_env_variable_attn_backend", None)
+        backend = parse() if parse is not None else None
+        module = None
+        get_path = getattr(backend, "get_path", None)
+        if callable(get_path):  # newer vLLM: the enum knows its class ("pkg.mod.Class")
+            module = get_path().rsplit(".", 1)[0]
+        else:
+            import importlib.util as _iu
+            stem = {"FLASH_ATTN": "flash_attn", "ROCM_FLASH": "rocm_flash_attn", "IPEX": "ipex_attn",
+                    "BLOCK_SPARSE_FLASH_ATTN": "blocksparse_attn"}.get(backend_name, backend_name.lower())
+            for cand in ("vllm.attention.backends." + stem, "vllm.v1.attention.backends." + stem):
+                try:
+                    if _iu.find_spec(cand) is not None:
+                        module = cand
+                        break
+                except ImportError:
+                    continue
+        check["module"] = module
+        if module:
+            # A backend module guards its kernel library with try/except ImportError (vLLM 0.6.3's
+            # flashinfer.py sets the wrappers to None): record the modules no finder found while
+            # it imports — the library the chosen backend needs and this env does not have.
+            class _Misses:
+                names = []
+
+                def find_spec(self, name, path=None, target=None):
+                    frame = sys._getframe(1)
+                    while frame is not None and frame.f_code.co_filename.startswith("<frozen"):
+                        frame = frame.f_back
+                    # only the backend module's own imports: a library it loads may probe for
+                    # optional extras of its own (xformers for flash_attn) without needing them
+                    if frame is not None and frame.f_globals.get("__name__") == module and "." not in name:
+                        self.names.append(name)
+                    return None
+
+            misses = _Misses()
+            sys.meta_path.append(misses)
+            try:
+                importlib.import_module(module)
+            finally:
+                sys.meta_path.remove(misses)
+            missing = sorted({n.split(".")[0] for n in misses.names})
+            if missing:
+                check.update(ok=False, missing=missing)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:
+        check = {"name": backend_name, "ok": False, **describe_exception(exc)}
+    checks["attention_backend"] = check
+
 # The compiled extensions (scripts/extensions.py, prepended to this script), by file: torch and
 # whatever the imports above loaded are already in this process.
 emit_and_exit({"modules": results, "checks": checks, "extensions": load_extensions()})

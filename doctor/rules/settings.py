@@ -1,0 +1,119 @@
+"""Settings as causes (issue 24): environment variables that decide which code loads (PYTHONPATH,
+LD_LIBRARY_PATH, LD_PRELOAD) or which implementation a library selects (VLLM_ATTENTION_BACKEND and
+the value tables of knowledge/settings.yaml). A setting is named as the cause when a failing frame
+or library was loaded through it, or when its value selects something not installed or not valid
+here — with the command that re-checks the env without it, runnable in a new shell."""
+
+from __future__ import annotations
+
+import re
+
+from doctor import knowledge
+from doctor.findings import make
+from doctor.rules.failures import chain_text, import_failures
+from doctor.rules.registry import cannot_look, rule
+
+_SO_NAME = re.compile(r"(lib[\w+.-]+?\.so(?:\.[\d.]+)?)\b")
+# "undefined symbol: ncclCommRegister" is NCCL's, "__nvJitLinkAddData_12_1" nvJitLink's: the library
+# family a missing symbol belongs to, to tie it to a library a search path puts first
+_SYMBOL_FAMILY = re.compile(r"undefined symbol: _*(?:Z\w*?)?(nccl|cudnn|cublas|cusparse|nvJitLink|cufft|curand|"
+                            r"cusolver|cuda|nvrtc|gomp|omp)", re.I)
+
+
+def _under(path: str, entry: str) -> bool:
+    entry = entry.rstrip("/")
+    return bool(entry) and (path == entry or path.startswith(entry + "/"))
+
+
+def _frame_files(info: dict) -> list[str]:
+    frames = list(info.get("chain") or [])
+    for c in info.get("causes") or []:
+        frames += c.get("chain") or []
+    return [f.rsplit(":", 1)[0] for f in frames]
+
+
+def _lib_family(name: str) -> str:
+    """libcudnn_ops_infer.so.8 → cudnn; libnccl.so.2 → nccl; libstdc++.so.6 → stdc++."""
+    stem = name[3:] if name.startswith("lib") else name
+    return re.split(r"[._\d]", stem, maxsplit=1)[0].lower()
+
+
+@rule("no search-path setting loads the code that fails", "settings", needs=("imports", "load_paths"),
+      emits=("setting.loads-code", "setting.shadows-module", "setting.suspect"))
+def load_paths(facts, ctx):
+    paths = facts["load_paths"]
+    if not paths:
+        return  # none of PYTHONPATH, LD_LIBRARY_PATH, LD_PRELOAD is set: nothing loads through them
+    failures = import_failures(facts)
+    named: set[str] = set()
+    for module, info, _ in failures:
+        files = _frame_files(info)
+        text = chain_text(info)
+        libs = set(_SO_NAME.findall(text))
+        for var, entries in paths.items():
+            for e in entries:
+                mentioned = re.findall(r"(/[^\s:'\"()]+)", text)   # "(/tmp/x/typing_extensions.py)" in the message
+                hit = next((f for f in files + mentioned if _under(f, e["path"])), None)
+                lib_hit = next((lib for lib in libs if lib in e["libs"]), None)
+                if hit is None and lib_hit is None:
+                    continue
+                what = f"its code from {hit}" if hit else f"the library {lib_hit} from {e['path']}"
+                if (var, module) in named:
+                    continue
+                named.add((var, module))  # type: ignore[arg-type]
+                yield make("setting.loads-code", [f"{var} entry {e['path']}", f"import {module}: {info.get('message')}",
+                                                  f"{module} loaded {what}"],
+                           var=var, entry=e["path"], module=module, message=info.get("message", "?"),
+                           python=ctx.python)
+    # A stack module imported fine, but from a PYTHONPATH entry, over the env's own installed copy
+    modules = (facts.get("imports") or {}).get("modules") or {}
+    dists = facts.get("distributions") or {}
+    tops = knowledge.load("settings")["shadow_checked"]
+    for e in paths.get("PYTHONPATH", []):
+        for top, dist in tops.items():
+            info = modules.get(top) or {}
+            if info.get("ok") and info.get("file") and _under(info["file"], e["path"]) and dist in dists:
+                yield make("setting.shadows-module", [f"import {top} loaded {info['file']}",
+                                                      f"the env's own {dist} {dists[dist]['version']} is not the one that runs"],
+                           entry=e["path"], module=top, dist=dist, version=dists[dist]["version"],
+                           python=ctx.python)
+    # A compiled library fails while a library search path puts its own copy of that library family first
+    for module, info, _ in failures:
+        text = chain_text(info)
+        fams = {_lib_family(lib) for lib in _SO_NAME.findall(text)}
+        fams |= {m.group(1).lower() for m in _SYMBOL_FAMILY.finditer(text)}
+        for var in ("LD_PRELOAD", "LD_LIBRARY_PATH"):
+            for e in paths.get(var, []):
+                same = sorted(lib for lib in e["libs"] if _lib_family(lib) in fams)
+                if same and (var, module) not in named:
+                    named.add((var, module))  # type: ignore[arg-type]
+                    yield make("setting.suspect", [f"import {module}: {info.get('message')}",
+                                                   f"{var} entry {e['path']} holds {', '.join(same[:4])}"],
+                               var=var, entry=e["path"], module=module, libs=", ".join(same[:4]),
+                               python=ctx.python)
+
+
+@rule("settings select what this env has", "settings", needs=("environment",),
+      emits=("setting.unusable-value",))
+def selected_values(facts, ctx):
+    env = facts["environment"] or {}
+    checks = ((facts.get("imports") or {}).get("checks") or {})
+    backend = checks.get("attention_backend")
+    if env.get("VLLM_ATTENTION_BACKEND") and backend is None and facts.get("imports") is None:
+        raise cannot_look("imports", "the imports probe did not run (vLLM's choice of backend was not exercised)")
+    if backend and not backend.get("ok"):
+        if backend.get("missing"):
+            why = (f"vLLM's {backend.get('module')} needs {', '.join(backend['missing'])}, which is not installed "
+                   "(it is imported when the engine starts)")
+        else:
+            why = backend.get("message") or "vLLM rejects it"
+        yield make("setting.unusable-value", [f"VLLM_ATTENTION_BACKEND={backend['name']}", why],
+                   var="VLLM_ATTENTION_BACKEND", value=backend["name"], why=why, python=ctx.python)
+    for var, spec in knowledge.load("settings")["values"].items():
+        value = env.get(var)
+        if value is None or value == "<redacted>":
+            continue
+        if value not in spec["choices"]:
+            why = f"{spec['reader']} accepts {', '.join(spec['choices'])}"
+            yield make("setting.unusable-value", [f"{var}={value}", why, f"source: {spec['source']}"],
+                       var=var, value=value, why=why, python=ctx.python)
