@@ -1,7 +1,9 @@
 """`doctor fix` and `doctor rollback` (the sessions are doctor/fixes/session.py).
 
-Exit codes: 0 fixed, nothing to do or declined · 1 the fix failed (and was rolled back) · 2 usage ·
-130 interrupted (the snapshot is on disk: `doctor rollback ID` restores it)."""
+Exit codes: 0 fixed (no error of the env left), nothing to do, declined, or a --dry-run plan · 1 the
+fix failed (and was rolled back), or errors of the env remain after it (manual steps) · 2 usage ·
+130 interrupted (the snapshot is on disk: `doctor rollback ID` restores it). Errors of the machine
+(no GPU, /dev/shm) are reported but do not decide the code: no fix of the env can change them."""
 
 from __future__ import annotations
 

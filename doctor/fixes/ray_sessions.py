@@ -42,8 +42,10 @@ def check_movable(path: Path, ray_dir: Path, procs: list[dict] | None = None) ->
         return  # garbage named session_*: movable
     info = session_info(path, ray_processes() if procs is None else procs, 0.0, cfg)
     if info.get("live") or info.get("processes"):
-        pids = [p["pid"] for p in info.get("processes") or []]
-        raise RefusedError(f"{path}: live session (processes {pids})")
+        pids = sorted({p["pid"] for p in info.get("processes") or []} | set(info.get("held_by") or []))
+        why = (f"processes {pids} hold it" if pids else
+               f"it belongs to {info.get('owner')} and their processes cannot be inspected from this user")
+        raise RefusedError(f"{path}: live session ({why})")
 
 
 def quarantine(paths, root) -> list[tuple[str, str]]:

@@ -12,12 +12,13 @@ import difflib
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Protocol
+from typing import TYPE_CHECKING, Callable, Mapping, Protocol
 
 from rich.markup import escape as esc
 
 from doctor.dists import user_projects
 from doctor.findings import is_host_fact
+from doctor.rules.packages import conflicts
 from doctor.fixes import STEP_KINDS, ApplyContext, FixError, build_plan
 from doctor.fixes import snapshot as snapmod
 from doctor.fixes.packages import bind_constraints_path, freeze
@@ -142,6 +143,12 @@ def fix(req: FixRequest, ui: FixUI, check: Callable[[str | None], "CheckResult"]
             ui.say("\n[dim]--dry-run: nothing was changed[/]")
             return finish("planned", ExitCode.OK)
         if not plan.steps or snap_id is None:
+            left = env_errors(before.findings)
+            doc["remaining_errors"] = left
+            if left:  # not fixed: errors of the env remain, for manual steps (exit 1 as check would)
+                ui.say(f"\n[red]nothing to fix automatically; {len(left)} error(s) of the env remain[/]: "
+                       + ", ".join(left) + (" (see the manual steps above)" if plan.manual else ""))
+                return finish("nothing-to-do", ExitCode.PROBLEMS)
             ui.say("\n[green]nothing to fix automatically[/]" + (" (see the manual steps above)" if plan.manual else ""))
             return finish("nothing-to-do", ExitCode.OK)
         if not req.yes and not ui.confirm("\nApply this plan?"):
@@ -180,9 +187,16 @@ def fix(req: FixRequest, ui: FixUI, check: Callable[[str | None], "CheckResult"]
             return finish("interrupted", ExitCode.INTERRUPTED)
 
         new, unfixed = judge(before.findings, after.findings, plan.targets)
-        doc.update(after=summary(after.findings), new_errors=new, unfixed=unfixed)
-        if new or unfixed:
+        # a change that satisfies the plan but breaks another installed package's declared
+        # requirement (pyarrow 20 under a datasets that needs >= 21) is no fix: the env must be at
+        # least as consistent as before
+        left = new_conflicts(before.facts, after.facts)
+        doc.update(after=summary(after.findings), new_errors=new, unfixed=unfixed, new_conflicts=left)
+        if new or unfixed or left:
             why = []
+            if left:
+                why.append("it would leave requirements unmet that were met before: " + "; ".join(left[:5])
+                           + (f" (and {len(left) - 5} more)" if len(left) > 5 else ""))
             if unfixed:
                 why.append(f"still reported although the plan targeted them: {', '.join(unfixed)}")
             if new:
@@ -197,8 +211,24 @@ def fix(req: FixRequest, ui: FixUI, check: Callable[[str | None], "CheckResult"]
         fixed = sorted(plan.targets - {f.id for f in after.findings})
         remaining = [f for f in after.findings if f.severity in (Severity.ERROR, Severity.WARNING)]
         doc["fixed"] = fixed
+        doc["remaining_errors"] = env_errors(after.findings)
         ui.fixed(fixed, remaining, doc, snap.id)
-        return finish("fixed", ExitCode.OK)
+        # what the plan targeted is fixed; errors of the env that need a manual step still fail the
+        # command (exit 1, as `doctor check` would); the machine's own (no GPU here) do not
+        return finish("fixed", ExitCode.PROBLEMS if doc["remaining_errors"] else ExitCode.OK)
+
+
+def new_conflicts(before_facts: Mapping, after_facts: Mapping) -> list[str]:
+    """`pip check` lines of the env after a change that it did not have before."""
+    if not before_facts.get("distributions") or not after_facts.get("distributions"):
+        return []
+    was = set(conflicts(before_facts))
+    return [c for c in conflicts(after_facts) if c not in was]
+
+
+def env_errors(findings) -> list[str]:
+    """The error findings of the target env (not of the machine: no GPU, /dev/shm), by ID."""
+    return sorted({f.id for f in findings if f.severity == Severity.ERROR and not is_host_fact(f)})
 
 
 def roll_back(snap, python: str, doc: dict, ui: FixUI) -> tuple[str, ExitCode]:

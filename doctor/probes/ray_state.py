@@ -120,6 +120,50 @@ def ray_processes() -> list[dict]:
     return out
 
 
+def holders(root: Path) -> dict:
+    """Which processes (of any user) hold something under `root` open — a file descriptor, their
+    working directory or a mapped file (a Ray worker writes its logs in its session's logs/ and maps
+    its plasma store there): {"by_session": {session name: [pid, …]}, "unreadable": n, "foreign": n}.
+    A process whose /proc entries this user cannot read (another user's, without root) is counted
+    as unreadable: a session dir of another user is then not known to be free."""
+    base = os.path.realpath(root) + "/"
+    out: dict = {"by_session": {}, "unreadable": 0}
+    me = os.getuid()
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return out
+    for pid in pids:
+        if int(pid) == os.getpid():
+            continue
+        targets: list[str] = []
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+            for fd in fds:
+                try:
+                    targets.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+                except OSError:
+                    continue
+            targets.append(os.readlink(f"/proc/{pid}/cwd"))
+        except PermissionError:
+            try:
+                if os.stat(f"/proc/{pid}").st_uid != me:
+                    out["unreadable"] += 1
+            except OSError:
+                pass
+            continue
+        except OSError:
+            continue  # gone meanwhile
+        for t in targets:
+            if t.startswith(base):
+                name = t[len(base):].split("/", 1)[0]
+                if name.startswith("session_"):
+                    out["by_session"].setdefault(name, [])
+                    if int(pid) not in out["by_session"][name]:
+                        out["by_session"][name].append(int(pid))
+    return out
+
+
 def _size(path: Path, limit: int) -> dict:
     total = entries = 0
     errors = 0
@@ -154,7 +198,7 @@ def _unix_connect(path: str, timeout: float) -> dict:
         s.close()
 
 
-def session_info(path: Path, procs: list[dict], now: float, cfg: dict) -> dict:
+def session_info(path: Path, procs: list[dict], now: float, cfg: dict, held: dict | None = None) -> dict:
     info: dict = {"name": path.name, "path": str(path)}
     try:
         st = path.lstat()
@@ -195,7 +239,11 @@ def session_info(path: Path, procs: list[dict], now: float, cfg: dict) -> dict:
     except OSError as exc:
         info["raylet_socket"] = {"path": str(sock), "accepts": False, "error": f"{type(exc).__name__}: {exc}"}
     has_raylet = any(p["comm"] == "raylet" for p in own)
-    info["live"] = bool(has_raylet and info["raylet_socket"]["accepts"])
+    held = holders(path.parent) if held is None else held
+    info["held_by"] = held["by_session"].get(path.name, [])
+    # another user's session while some of that user's processes could not be inspected: not known free
+    info["unknown_holders"] = bool(held["unreadable"]) and info["uid"] != os.getuid()
+    info["live"] = bool((has_raylet and info["raylet_socket"]["accepts"]) or info["held_by"] or info["unknown_holders"])
     info["head"] = any(p["comm"] == "gcs_server" for p in own)
     return info
 
@@ -262,11 +310,12 @@ def ray_state_facts(env: dict | None = None) -> dict:
     facts["ray_dir_state"] = "ok"
     procs = ray_processes()
     facts["ray_processes"] = len(procs)
+    held = holders(base)
     latest_name = cfg["session_latest"]
     for name in names:
         if name.startswith("session_") and name != latest_name:
             try:
-                facts["sessions"].append(session_info(base / name, procs, now, cfg))
+                facts["sessions"].append(session_info(base / name, procs, now, cfg, held))
             except Exception as exc:  # noqa: BLE001 - one odd entry never hides the others
                 facts["sessions"].append({"name": name, "path": str(base / name), "kind": "unreadable",
                                           "error": f"{type(exc).__name__}: {exc}"})

@@ -89,6 +89,10 @@ class TextUI:
             mark, colour = mark_for("error" if f.severity == "error" else "warning", self.out.encoding)
             note = " (host fact, not the env)" if is_host_fact(f) else ""
             self.out.print(f"  still reported: [{colour}]{mark} {escape(f.id)}[/]{note}: {escape(f.title)}")
+        if doc.get("remaining_errors"):
+            self.out.print(f"[red]{len(doc['remaining_errors'])} error(s) of the env remain[/] "
+                           f"({escape(', '.join(doc['remaining_errors']))}): their manual steps are in the plan "
+                           "above (exit 1)")
         self.out.print(f"  undo with: {escape(runnable(f'doctor rollback {snap_id}'))}")
 
     def interrupted(self, snap_id: str, python: str | None) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import shlex
+from collections.abc import Mapping
 
 from packaging.markers import UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
@@ -23,11 +24,11 @@ def _parse(text: str) -> Requirement | None:
         return None
 
 
-def conflicts(facts: dict) -> list[str]:
+def conflicts(facts: Mapping) -> list[str]:
     return [line for line, _ in violated(facts)]
 
 
-def violated(facts: dict) -> list[tuple[str, str]]:
+def violated(facts: Mapping) -> list[tuple[str, str]]:
     """(what `pip check` says, the requirement that would satisfy it) for every unmet requirement."""
     dists = facts["distributions"]
     env = dict(facts["markers"], extra="")

@@ -41,6 +41,12 @@ def pkg_resources_missing(facts, ctx):
     failures = failures_for(facts, "python.pkg-resources-missing")
     st = installed(facts, "setuptools")
     if not failures:
+        direct = (facts["imports"].get("checks") or {}).get("pkg_resources")
+        if direct is None:
+            raise cannot_look("imports", "the imports probe did not try `import pkg_resources` (an older recording)")
+        if not direct.get("ok"):  # not importable, but no module of the stack needed it: no ✓ for that
+            raise cannot_look("imports", f"pkg_resources does not import ({direct.get('message')}), "
+                                         "and no module of the stack needed it")
         return
     evidence = grouped_failure_evidence(failures)
     if st:

@@ -49,8 +49,9 @@ def stale_sessions(facts, ctx):
     stale.sort(key=lambda s: -(s.get("age_s") or 0))
     evidence = []
     for s in stale[:MAX_LISTED]:
-        why = "no raylet process names it" if not any(p.get("comm") == "raylet" for p in s.get("processes") or []) \
-            else "its raylet socket refuses connections"
+        raylet = any(p.get("comm") == "raylet" for p in s.get("processes") or [])
+        why = "its raylet socket refuses connections" if raylet else \
+            "no raylet process names it, no process holds a file in it"
         sock = (s.get("raylet_socket") or {}).get("error")
         evidence.append(f"{s['path']}: age {_age(s.get('age_s'))}, {_size(s)}, owner {s.get('owner')}; {why}"
                         + (f" (sockets/raylet: {sock})" if sock else ""))

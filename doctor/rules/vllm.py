@@ -14,7 +14,9 @@ from doctor.signatures import cause_of, classify
     emits=("vllm.tokenizer-incompatible",))
 def tokenizer(facts, ctx):
     check = (facts["imports"].get("checks") or {}).get("vllm_tokenizer")
-    if check and not check.get("ok"):
+    if check is None:  # the probe exercises it only after vllm and transformers imported
+        raise cannot_look("imports", "vllm or transformers did not import, so vLLM's tokenizer wrapper never ran")
+    if not check.get("ok"):
         chain = check.get("chain") or []
         yield make("vllm.tokenizer-incompatible",
                    [f"vllm.transformers_utils.tokenizer.get_cached_tokenizer(): {check.get('message')}"]

@@ -290,8 +290,10 @@ def test_garbage_layouts_are_facts_not_crashes(ray_tmp):
         assert "crash" not in facts, facts
         s = {x["name"]: x for x in facts["sessions"]}[locked.name]
         if os.getuid() == 0:
-            assert s["size"]["errors"] >= 1 and s["live"] is False
-            assert "Permission" in s["raylet_socket"]["error"]
+            assert s["size"]["errors"] >= 1 and "Permission" in s["raylet_socket"]["error"]
+            # root's session, root's processes unreadable to this user: not known to be free, so
+            # never stale (a fix run by this user leaves it alone)
+            assert s["unknown_holders"] is True and s["live"] is True
 
         # A file where the ray dir should be; a root that does not exist.
         other = Path(ray_tmp) / "other"
@@ -362,3 +364,31 @@ def test_ray_import_failed():
     assert f["severity"] == "error" and "No module named 'msgpack'" in f["title"]
     assert "import.failed" not in ids(doc) and "ray.smoke-failed" not in ids(doc)
     assert doc["facts"]["ray_smoke"]["stage"] == "import"
+
+
+def test_a_session_another_process_holds_is_live_and_never_moved(ray_tmp):
+    # issue 24: `doctor fix` moved the session dirs of another job on the same host. A job's workers
+    # keep their log files open in its session dir even when no raylet of this user names it.
+    base = Path(ray_tmp) / "ray"
+    held = base / "session_2020-01-01_00-00-00_000000_7"
+    (held / "logs").mkdir(parents=True)
+    (held / "sockets").mkdir()
+    log = held / "logs" / "worker-1.out"
+    job = subprocess.Popen([sys.executable, "-c", f"f = open({str(log)!r}, 'a'); import time; time.sleep(120)"],
+                           start_new_session=True)
+    try:
+        deadline = time.time() + 10
+        while time.time() < deadline and not log.exists():
+            time.sleep(0.05)
+        time.sleep(0.3)
+        state = ray_state_facts({"RAY_TMPDIR": ray_tmp})
+        s = next(x for x in state["sessions"] if x["name"] == held.name)
+        assert s["live"] and job.pid in s["held_by"], s
+        assert stale_targets(state) == []
+        with pytest.raises(RefusedError, match=f"processes \\[{job.pid}\\] hold it"):
+            quarantine([str(held)], ray_tmp)
+    finally:
+        job.kill()
+        job.wait()
+    state = ray_state_facts({"RAY_TMPDIR": ray_tmp})   # the job is gone: now it is stale, and movable
+    assert stale_targets(state) == [str(held)]

@@ -54,6 +54,18 @@ for name in modules:
         results[name] = info
 
 checks = {}
+# verl 0.1-0.4 import pkg_resources (setuptools 82 removed it): try it as they do, so that its ✓ is earned
+try:
+    import warnings as _warnings
+
+    with _warnings.catch_warnings():
+        _warnings.simplefilter("ignore")
+        importlib.import_module("pkg_resources")
+    checks["pkg_resources"] = {"ok": True}
+except KeyboardInterrupt:
+    raise
+except BaseException as exc:
+    checks["pkg_resources"] = {"ok": False, **describe_exception(exc)}
 torch = sys.modules.get("torch")
 if torch is not None:
     try:
