@@ -20,12 +20,14 @@ REPO = Path(__file__).resolve().parents[1]
 ROOT = Path(os.environ.get("VERL_DOCTOR_TEST_ENVS", Path.home() / ".cache" / "verl-doctor-tests"))
 LOCK_041 = REPO / "lockfiles" / "verl041-vllm063post1-py3.11.txt"
 LOCK_030 = REPO / "lockfiles" / "verl030-vllm063-py3.11.txt"
+LOCK_091 = REPO / "lockfiles" / "verl091-vllm024-py3.11.txt"
 EXCLUDE_NEWER = "2026-11-30T00:00:00Z"
 
 # name -> (lockfile, mutation: list of uv pip argument lists applied after the sync, why)
 RECIPES: dict[str, tuple[Path, list[list[str]], str]] = {
     "working": (LOCK_041, [], "the verified working set (install proof of the default lock)"),
     "verl030": (LOCK_030, [], "verl 0.3.0.post1 + vllm==0.6.3 (install proof of the second lock)"),
+    "modern": (LOCK_091, [], "verl 0.9.1 + vllm 0.24.0 + torch 2.11 (install proof of the verl-modern lock, ~9.5 GB)"),
     "verl020post1": (LOCK_041, [["install", "verl==0.2.0.post1"]],
                      "verl 0.2.0.post1 + vllm 0.6.3.post1: the adapter rejects .post1"),
     "transformers5": (LOCK_041, [["install", "transformers==5.0.0"]],

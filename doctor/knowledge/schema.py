@@ -70,7 +70,9 @@ SCHEMAS: dict[str, Any] = {
                  "values": Map({"choices": [TEXT], "reader": TEXT, "source": TEXT})},
     "verl_vllm": [{"verl": TEXT, "accepts": Any, "error": TEXT, "source": TEXT}],
     "lock": {"ignore_extra": [{"dist": TEXT, "reason": TEXT}]},
-    "python_env": {"setuptools_needed_by": [{"dist": TEXT, "source": TEXT}], "stack_modules": [TEXT]},
+    "python_env": {"setuptools_needed_by": [{"dist": TEXT, "source": TEXT}], "stack_modules": [TEXT],
+                   "file_overlaps?": [{"dists": [TEXT], "last": TEXT, "advice": TEXT, "source": TEXT}],
+                   "stray_top_level?": [TEXT]},
     "environment": {"allow": [TEXT], "secret_names": [TEXT], "secret_values": [TEXT], "not_secret_values?": [Regex()],
                     "url_credentials": TEXT},
     "system": {

@@ -133,7 +133,9 @@ def render(result) -> str:
     t = result.facts.get("python", {})
     errors = sum(f.severity == "error" for f in result.findings)
     warnings = sum(f.severity == "warning" for f in result.findings)
-    by_id = {f.id: f for f in result.findings}
+    by_id: dict[str, list] = {}   # one ID may be reported more than once
+    for f in result.findings:
+        by_id.setdefault(f.id, []).append(f)
     body, shown = [], set()
     for area in dict.fromkeys(c.area for c in result.checks):
         body.append(f'<h2 data-area="{_e(area)}">{_e(AREA_TITLES.get(area, area))}</h2>')
@@ -143,11 +145,11 @@ def render(result) -> str:
                         f'{_e(c.check)}{why}</div>')
             for fid in c.ids:
                 if fid in shown:  # one finding from two checks: its details are shown once
-                    body.append(f'<div class="finding {_e(by_id[fid].severity)} meta" data-see="{_e(fid)}">'
+                    body.append(f'<div class="finding {_e(by_id[fid][0].severity)} meta" data-see="{_e(fid)}">'
                                 f'<span class="fid">{_e(fid)}</span> (above)</div>')
                 elif fid in by_id:
                     shown.add(fid)
-                    body.append(render_finding(by_id[fid]))
+                    body.extend(render_finding(f) for f in by_id[fid])
     rest = [f for f in result.findings if f.id not in shown]  # findings of no listed check (none today)
     if rest:
         body.append("<h2>Other findings</h2>" + "".join(render_finding(f) for f in rest))

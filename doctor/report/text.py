@@ -32,7 +32,9 @@ def render(result, console: Console | None = None, verbose: bool = False) -> Non
         console.print(f"[dim]facts recorded in {escape(result.replayed_from)}, judged by this doctor; nothing was probed[/]")
     for line in gpu_banner(result):
         console.print(line)
-    by_id = {f.id: f for f in result.findings}
+    by_id: dict[str, list] = {}   # a rule may report one ID more than once (two overlapping pairs)
+    for f in result.findings:
+        by_id.setdefault(f.id, []).append(f)
     together = {fid: [t for t in group["targets"] if t != fid] for group in getattr(result, "fix_together", [])
                 for fid in group["targets"]}
     consequences: dict[str, list] = {}
@@ -51,17 +53,19 @@ def render(result, console: Console | None = None, verbose: bool = False) -> Non
         for c in listed:
             render_check(console, c)
             for fid in c.ids:
-                f = by_id[fid]
-                if fid in shown or f.caused_by:  # printed once: above, or under its root cause
-                    m, col = mark_of(console, f.severity)
-                    where = f"caused by {f.caused_by}" if f.caused_by else "above"
-                    console.print(f"      [{col}]{m} {fid}[/] [dim]({escape(where)})[/]")
-                    continue
-                shown.add(fid)
-                render_finding(console, f, together.get(fid))
-                for sub in consequences.get(fid, []):
-                    m, col = mark_of(console, sub.severity)
-                    console.print(f"        [dim]caused by this:[/] [{col}]{m} {escape(sub.id)}[/]: {escape(sub.title)}")
+                for n, f in enumerate(by_id[fid]):
+                    if fid in shown or f.caused_by:  # printed once: above, or under its root cause
+                        m, col = mark_of(console, f.severity)
+                        where = f"caused by {f.caused_by}" if f.caused_by else "above"
+                        console.print(f"      [{col}]{m} {fid}[/] [dim]({escape(where)})[/]")
+                        continue
+                    render_finding(console, f, together.get(fid))
+                    if n == len(by_id[fid]) - 1:
+                        shown.add(fid)
+                        for sub in consequences.get(fid, []):
+                            m, col = mark_of(console, sub.severity)
+                            console.print(f"        [dim]caused by this:[/] [{col}]{m} {escape(sub.id)}[/]: "
+                                          f"{escape(sub.title)}")
         rest = [c for c in checks if c not in listed]
         if rest:
             console.print(f"  {_rest_line(console, rest)}")

@@ -132,3 +132,36 @@ def half_installed(facts, ctx):
     dists = sorted(by_dist)
     yield make("python.half-installed", evidence, dists=", ".join(dists), first=dists[0],
                version=installed(facts, dists[0]) or "", python=ctx.python)
+
+
+@rule("no two distributions write different bytes to one path", "python", needs=("kernels",),
+      emits=("python.files-overlap",))
+def files_overlap(facts, ctx):
+    overlaps = facts["kernels"].get("overlaps")
+    if overlaps is None:
+        raise cannot_look("kernels", "the kernels probe did not compare shared paths (an older recording)")
+    known = {tuple(sorted(k["dists"])): k for k in knowledge.load("python_env").get("file_overlaps", [])}
+    for o in overlaps:
+        if not o.get("differ"):
+            continue  # the same bytes whoever wrote them
+        on_disk = ", ".join(f"{n}: {c}" for n, c in sorted(o["on_disk"].items()))
+        evidence = [f"{' and '.join(o['dists'])} both list {o['files']} path(s); {o['differ']} differ in content",
+                    f"whose copy is on disk, of the differing ones: {on_disk}"]
+        evidence += [f"e.g. {e['file']}: {e['on_disk']}'s copy" for e in o.get("examples", [])]
+        k = known.get(tuple(sorted(o["dists"])))
+        last = k["last"] if k else o["dists"][-1]
+        winner_is_last = set(o["on_disk"]) == {last}
+        advice = k["advice"] if k else "the one installed last wins (with uv's parallel installs, a race)"
+        if k:
+            evidence.append(f"source: {k['source']}")
+        # loose top-level files (a build helper) and stray generic packages (tests/, scripts/ that two
+        # wheels ship by mistake) are nobody's importable code: info, not a warning
+        junk = set(knowledge.load("python_env").get("stray_top_level", []))
+        tops = o.get("differ_tops") or []
+        loose = bool(tops) and all(t in junk or t.endswith(".py") for t in tops)
+        if loose:
+            evidence.append(f"every differing path is under {', '.join(tops)}: stray files of the wheels, "
+                            "not code the stack imports")
+        yield make("python.files-overlap", evidence, severity="info" if (winner_is_last and k) or loose else "warning",
+                   a=o["dists"][0], b=o["dists"][1], differ=o["differ"], last=last,
+                   version=installed(facts, last) or "", advice=advice, python=ctx.python)

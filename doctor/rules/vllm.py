@@ -16,6 +16,8 @@ def tokenizer(facts, ctx):
     check = (facts["imports"].get("checks") or {}).get("vllm_tokenizer")
     if check is None:  # the probe exercises it only after vllm and transformers imported
         raise cannot_look("imports", "vllm or transformers did not import, so vLLM's tokenizer wrapper never ran")
+    if check.get("skipped"):
+        raise cannot_look("imports", check["skipped"])
     if not check.get("ok"):
         chain = check.get("chain") or []
         yield make("vllm.tokenizer-incompatible",

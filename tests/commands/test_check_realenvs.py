@@ -201,3 +201,21 @@ def test_a_pairwise_pin_fires_only_where_its_condition_holds():
     assert errors(healthy) == set(), errors(healthy)
     assert "version.fsspec" not in ids(healthy)
     assert healthy["facts"]["imports"]["modules"]["verl.utils.dataset.rl_dataset"]["ok"]
+
+
+def test_the_modern_family_lock_installs_and_is_judged_as_its_own_family():
+    # issue 26: verl 0.9.1 + vLLM 0.24 + torch 2.11 + transformers 5.9 from lockfiles/verl091-vllm024-py3.11.txt
+    rc, doc = check_json("modern", "--no-gpu")
+    assert errors(doc) == set(), [(f["id"], f["title"]) for f in doc["findings"] if f["severity"] == "error"]
+    assert rc == 0 or ids(doc, "warning"), rc
+    assert finding(doc, "stack.detected")["title"].startswith("stack family verl-modern: judged against verl091-vllm024")
+    mods = doc["facts"]["imports"]["modules"]
+    for m in ("verl.trainer.main_ppo", "verl.third_party.vllm", "vllm", "ray", "transformers"):
+        assert mods[m]["ok"], (m, mods[m].get("message"))
+    assert doc["facts"]["registry"]["ok"] is True          # vLLM 0.24's registry inspects Qwen2 on CPU
+    assert doc["facts"]["imports"]["checks"]["vllm_tokenizer"]["ok"] is True   # found where 0.24 keeps it
+    # two wheels own 180 paths (nvidia-cutlass-dsl libs-base/-cu13): named as an overlap, not a truncation
+    assert "python.half-installed" not in ids(doc)
+    overlap = [f for f in doc["findings"] if f["id"] == "python.files-overlap" and "cutlass" in f["title"]]
+    assert overlap and "differ in content" in overlap[0]["evidence"][0]
+    assert "stack.differs" not in ids(doc)   # the env is its lock

@@ -96,7 +96,7 @@ def test_stock_verl_091_is_judged_by_its_own_family_never_by_verl041():
     assert f.title == "stack family verl-modern: judged against verl091-vllm024, 6/6 constraints met"
     assert f.evidence[0].startswith("verl 0.9.1 installed: family verl-modern")
     assert any("vllm 0.24.0 (vllm extra ==0.24.0; gate >=0.18.0), torch 2.11.0" in e for e in f.evidence)
-    assert any("no lockfile yet" in e for e in f.evidence)   # and it claims none
+    assert not any("no lockfile" in e for e in f.evidence)   # Python 3.11: lockfiles/verl091-vllm024-py3.11.txt
     assert not [i for i in found if i.startswith("version.")]
     assert {i for i, x in found.items() if x.severity == "error"} == {"gpu.none"}
     assert not any(s in commands(found) for s in OTHER_FAMILIES), commands(found)
@@ -105,15 +105,18 @@ def test_stock_verl_091_is_judged_by_its_own_family_never_by_verl041():
     assert "cu12torch2.4" not in found["flash-attn.missing"].fix.summary + commands(found)
 
 
-def test_the_modern_stack_has_no_lockfile_and_the_doctor_names_none():
+def test_the_modern_stack_names_its_lockfile_only_for_the_pythons_it_has_one_for():
     stack = knowledge.get_stack("verl091-vllm024")
-    assert "no lockfile yet" in stack["lock_note"] and stack["python"] == ["3.10", "3.11", "3.12"]
+    assert stack["python"] == ["3.10", "3.11", "3.12"] and "3.11 and 3.12" in stack["lock_note"]
     facts = modern()
-    assert stack_lockfile_for(facts, stack) is None
-    found, checks = run(facts)
+    assert str(stack_lockfile_for(facts, stack)).endswith("verl091-vllm024-py3.11.txt")
+    py310 = modern()
+    py310["markers"]["python_version"] = "3.10"
+    assert stack_lockfile_for(py310, stack) is None
+    found, checks = run(py310)
     assert "verl091-vllm024-py" not in commands(found)
     why = {c.check: c.why for c in checks}["the env matches the known-good set (the stack's lockfile)"]
-    assert why.startswith("no lockfile of verl091-vllm024 yet")
+    assert why.startswith("no lockfile of verl091-vllm024"), why
 
 
 def test_a_modern_env_outside_its_ranges_is_told_within_the_family():

@@ -77,21 +77,43 @@ if torch is not None:
 # vLLM 0.6.3's tokenizer wrapper reads attributes transformers 5 removed; an import does not show
 # it. Exercise it on a tiny in-memory tokenizer (nothing is downloaded).
 if "vllm" in sys.modules and "transformers" in sys.modules:
-    try:
-        from tokenizers import Tokenizer, models
-        from transformers import PreTrainedTokenizerFast
-        from vllm.transformers_utils.tokenizer import get_cached_tokenizer
-
-        tok = PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.WordLevel({"<unk>": 0, "a": 1}, unk_token="<unk>")),
-                                      unk_token="<unk>")
-        get_cached_tokenizer(tok)
-        checks["vllm_tokenizer"] = {"ok": True}
-    except KeyboardInterrupt:  # Ctrl-C, TERM and HUP reach probes as SIGINT: stop now
-        raise
-    except BaseException as exc:
-        info = describe_exception(exc)
+    # where vLLM keeps its tokenizer wrapper: 0.6.x transformers_utils/tokenizer.py, 0.1x+ tokenizers/hf.py;
+    # a module that does not exist is the next place to look, one that fails to import is the finding
+    get_cached_tokenizer = None
+    found_error = None
+    for _where in ("vllm.transformers_utils.tokenizer", "vllm.tokenizers.hf"):
+        try:
+            get_cached_tokenizer = getattr(importlib.import_module(_where), "get_cached_tokenizer", None)
+        except KeyboardInterrupt:
+            raise
+        except ModuleNotFoundError as exc:
+            if exc.name and _where.startswith(exc.name):
+                continue
+            found_error = exc
+        except BaseException as exc:
+            found_error = exc
+        break
+    if found_error is not None:
+        info = describe_exception(found_error)
         info["ok"] = False
         checks["vllm_tokenizer"] = info
+    elif get_cached_tokenizer is None:
+        checks["vllm_tokenizer"] = {"skipped": "this vLLM keeps get_cached_tokenizer in none of the places the probe knows"}
+    else:
+        try:
+            from tokenizers import Tokenizer, models
+            from transformers import PreTrainedTokenizerFast
+
+            tok = PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.WordLevel({"<unk>": 0, "a": 1}, unk_token="<unk>")),
+                                          unk_token="<unk>")
+            get_cached_tokenizer(tok)
+            checks["vllm_tokenizer"] = {"ok": True}
+        except KeyboardInterrupt:  # Ctrl-C, TERM and HUP reach probes as SIGINT: stop now
+            raise
+        except BaseException as exc:
+            info = describe_exception(exc)
+            info["ok"] = False
+            checks["vllm_tokenizer"] = info
 
 # The attention backend a setting selects (VLLM_ATTENTION_BACKEND) is only loaded when the engine
 # starts; exercise that choice now, on CPU: vLLM's own parsing of the name (an unknown name raises

@@ -30,14 +30,63 @@ for dist_name, patterns in wanted.items():
                                      size=_os.path.getsize(path))
 # Every distribution's compiled files, cheaply (existence and size against RECORD): a file the
 # RECORD lists but the disk lacks is a half-finished install or a deletion (conda doctor's check).
+# A path two distributions' RECORDs both list is one file on disk that only one of them wrote:
+# which one is on disk is read from its hash (nvidia-cutlass-dsl-libs-base vs -libs-cu13).
+owners = {}
+all_dists = []
 for dist in _md.distributions():
     try:
         files = dist.files or []
         name = dist.metadata["Name"]
     except Exception:
         continue
+    all_dists.append((dist, name, files))
     for f in files:
         rel = str(f)
+        if rel.startswith("..") or rel.endswith(".pyc") or "/__pycache__/" in rel or rel.endswith("RECORD"):
+            continue
+        owners.setdefault(rel, []).append((name, f))
+shared = {rel: own for rel, own in owners.items() if len({n for n, _ in own}) > 1}
+
+
+def _hash_of(path):
+    import base64
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return "sha256=" + base64.urlsafe_b64encode(h.digest()).rstrip(b"=").decode()
+
+
+overlaps = {}
+for rel, own in shared.items():
+    hashes = {n: (f.hash.mode + "=" + f.hash.value) if f.hash else None for n, f in own}
+    names = tuple(sorted(hashes))
+    entry = overlaps.setdefault(names, {"dists": list(names), "files": 0, "differ": 0, "on_disk": {}, "examples": [],
+                                        "differ_tops": []})
+    entry["files"] += 1
+    if len(set(hashes.values())) <= 1:
+        continue  # the same bytes whoever wrote them
+    entry["differ"] += 1
+    top = rel.split("/", 1)[0]   # the top-level package (or loose file) of the differing path
+    if top not in entry["differ_tops"]:
+        entry["differ_tops"].append(top)
+    try:
+        disk = _hash_of(str(own[0][1].locate()))
+    except OSError:
+        disk = None
+    winner = next((n for n, hv in hashes.items() if hv == disk), "neither")
+    entry["on_disk"][winner] = entry["on_disk"].get(winner, 0) + 1
+    if len(entry["examples"]) < 3:
+        entry["examples"].append({"file": rel, "on_disk": winner})
+out["overlaps"] = [e for e in overlaps.values()]
+for dist, name, files in all_dists:
+    for f in files:
+        rel = str(f)
+        if rel in shared:
+            continue  # judged above as an overlap, not as a truncated file
         if not (rel.endswith(".so") or ".so." in rel) or rel.startswith(".."):
             continue
         path = str(f.locate())
