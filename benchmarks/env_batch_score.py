@@ -80,17 +80,23 @@ def main() -> int:
         except ValueError:
             doc = {"findings": []}
         verdict, heads = judge(c, doc)
+        # the cause is THE headline: every headline error is the one that names it
+        tok = token(c).lower()
+        only = verdict == "named" and all(tok in (f["title"] + " ".join(f["evidence"])).lower()
+                                          or tok.replace("-", "_") in (f["title"] + " ".join(f["evidence"])).lower()
+                                          for f in doc.get("findings", []) if f["id"] in heads)
         rows.append({"name": c["name"], "kind": c["kind"], "token": token(c), "verdict": verdict, "rc": p.returncode,
-                     "headlines": heads, "uv_pip_check": "clean" if str(c.get("uv_pip_check", "")).startswith("clean")
-                     else "flags", "seconds": round(secs, 1)})
+                     "headlines": heads, "only_headline": only,
+                     "uv_pip_check": "clean" if str(c.get("uv_pip_check", "")).startswith("clean") else "flags", "seconds": round(secs, 1)})
         print(f"{c['name']}: {verdict} ({', '.join(heads) or '-'})", file=sys.stderr)
     broken = [r for r in rows if r["verdict"] in ("named", "half", "missed")]
     count = {v: sum(r["verdict"] == v for r in rows) for v in ("named", "half", "missed", "ok", "false-alarm")}
     if args.json:
         print(json.dumps({"summary": count, "cases": rows}, indent=1))
         return 0
-    print(f"named {count['named']}/{len(broken)} · half {count['half']} · missed {count['missed']} · "
-          f"controls ok {count['ok']}, false alarms {count['false-alarm']}")
+    only = sum(r["only_headline"] for r in rows)
+    print(f"named {count['named']}/{len(broken)} (the only headline in {only}) · half {count['half']} · "
+          f"missed {count['missed']} · controls ok {count['ok']}, false alarms {count['false-alarm']}")
     print("| case | kind | cause | doctor | headline errors | uv pip check |\n|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['name']} | {r['kind']} | {r['token']} | {r['verdict']} | {', '.join(r['headlines']) or '-'} | "

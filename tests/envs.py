@@ -52,6 +52,12 @@ RECIPES: dict[str, tuple[Path, list[list[str]], str]] = {
     # A pairwise pin (issue 24): datasets < 2.14.6 cannot load from fsspec > 2023.9.2; datasets 4.0 can.
     "datasets4-fsspec2025": (LOCK_041, [["install", "datasets==4.0.0", "fsspec==2025.3.0"]],
                              "datasets 4.0.0 + fsspec 2025.3.0: the fsspec pin's condition does not hold (healthy)"),
+    # From the env batch of issue 24 (benchmarks/env_batch/CASES.yaml has the threads): a second NCCL wheel
+    # that overwrites the cu12 libnccl.so.2 (uv pip check is clean), and pandas refusing an older numpy.
+    "extra-nccl-cu11": (LOCK_041, [["install", "--no-deps", "nvidia-nccl-cu11==2.14.3"]],
+                        "nvidia-nccl-cu11 2.14.3 writes nvidia/nccl/lib/libnccl.so.2 over nvidia-nccl-cu12's"),
+    "pin-numpy1252": (LOCK_041, [["install", "--no-deps", "numpy==1.25.2"]],
+                      "numpy 1.25.2 under pandas 3.0.6 ('Please upgrade numpy to >= 1.26.0')"),
     "datasets2144-fsspec2025": (LOCK_041, [["install", "datasets==2.14.4"], ["install", "--no-deps", "fsspec==2025.3.0"]],
                                 "datasets 2.14.4 (what the [stack] extra once resolved) with fsspec 2025.3.0: "
                                 "load_dataset of a parquet fails"),

@@ -143,13 +143,13 @@ def link_root_causes(findings) -> None:
     is marked caused_by the first of them present (families like `version.*` match by prefix).
     `findings`: a dict by ID or a list (a rule may report one ID twice: each copy is linked)."""
     every = list(findings.values()) if isinstance(findings, dict) else list(findings)
-    ids = list(dict.fromkeys(f.id for f in every))
-    roots = {f.id: f for f in every}
+    # an ID can be a root when one of its findings is a problem (not a note) and not itself a consequence
+    ids = list(dict.fromkeys(f.id for f in every if f.severity != "info" and f.caused_by is None))
     for f in every:
         for cause in (definition(f.id) or {}).get("consequence_of", []):
             present = [i for i in ids if i != f.id and (i == cause or (cause.endswith(".*") and
                                                                       i.startswith(cause[:-1])))]
-            if present and roots[present[0]].caused_by is None:
+            if present:
                 f.caused_by = present[0]
                 break
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import posixpath
+import re
 
 from packaging.utils import canonicalize_name
 
@@ -10,7 +11,8 @@ from doctor import knowledge
 from doctor.findings import make
 from doctor.rules.registry import cannot_look, rule
 from doctor.dists import installed, user_project
-from doctor.rules.failures import failure_evidence, failures_for, grouped_failure_evidence
+from doctor.rules.failures import (chain_text, failure_evidence, failures_for, grouped_failure_evidence,
+                                   import_failures)
 from doctor.stacks import stack_lockfile_for
 
 
@@ -134,6 +136,14 @@ def half_installed(facts, ctx):
                version=installed(facts, dists[0]) or "", python=ctx.python)
 
 
+_SYMBOL = re.compile(r"undefined symbol: _*(?:Z\w*?)?(nccl|cudnn|cublas|cusparse|nvJitLink|cufft|curand|cusolver)", re.I)
+
+
+def _so_family(name: str) -> str:
+    stem = name[3:] if name.startswith("lib") else name
+    return re.split(r"[._\d]", stem, maxsplit=1)[0].lower()
+
+
 @rule("no two distributions write different bytes to one path", "python", needs=("kernels",),
       emits=("python.files-overlap",))
 def files_overlap(facts, ctx):
@@ -162,6 +172,19 @@ def files_overlap(facts, ctx):
         if loose:
             evidence.append(f"every differing path is under {', '.join(tops)}: stray files of the wheels, "
                             "not code the stack imports")
-        yield make("python.files-overlap", evidence, severity="info" if (winner_is_last and k) or loose else "warning",
+        # a failing import that names one of the clashing files (or its library's symbols) failed on
+        # the copy that won: then the overlap is the cause, an error
+        broke = []
+        files = o.get("differ_files") or []
+        names = {f.rsplit("/", 1)[-1] for f in files}
+        fams = {_so_family(n) for n in names if ".so" in n}
+        for module, info, _ in import_failures(facts) if facts.get("imports") else []:
+            text = chain_text(info)
+            if any(n in text for n in names) or fams & {m.group(1).lower() for m in _SYMBOL.finditer(text)}:
+                broke.append(f"import {module}: {info.get('message')}")
+        if broke:
+            evidence = broke[:3] + evidence
+        severity = "error" if broke else "info" if (winner_is_last and k) or loose else "warning"
+        yield make("python.files-overlap", evidence, severity=severity,
                    a=o["dists"][0], b=o["dists"][1], differ=o["differ"], last=last,
                    version=installed(facts, last) or "", advice=advice, python=ctx.python)

@@ -45,26 +45,35 @@ def load_paths(facts, ctx):
     if not paths:
         return  # none of PYTHONPATH, LD_LIBRARY_PATH, LD_PRELOAD is set: nothing loads through them
     failures = import_failures(facts)
-    named: set[str] = set()
+    # (var, entry) → the failing imports that loaded code through it: one finding per entry
+    hits: dict[tuple[str, str], list[tuple[str, dict, str]]] = {}
     for module, info, _ in failures:
         files = _frame_files(info)
         text = chain_text(info)
         libs = set(_SO_NAME.findall(text))
+        mentioned = re.findall(r"(/[^\s:'\"()]+)", text)   # "(/tmp/x/typing_extensions.py)" in the message
+        fams = {_lib_family(lib) for lib in libs} | {m.group(1).lower() for m in _SYMBOL_FAMILY.finditer(text)}
         for var, entries in paths.items():
             for e in entries:
-                mentioned = re.findall(r"(/[^\s:'\"()]+)", text)   # "(/tmp/x/typing_extensions.py)" in the message
                 hit = next((f for f in files + mentioned if _under(f, e["path"])), None)
                 lib_hit = next((lib for lib in libs if lib in e["libs"]), None)
+                # LD_PRELOAD loads its library into every process: a failure in that library's family
+                # (an NCCL symbol with a preloaded libnccl) came through it
+                if var == "LD_PRELOAD" and lib_hit is None:
+                    lib_hit = next((lib for lib in e["libs"] if _lib_family(lib) in fams), None)
                 if hit is None and lib_hit is None:
                     continue
                 what = f"its code from {hit}" if hit else f"the library {lib_hit} from {e['path']}"
-                if (var, module) in named:
-                    continue
-                named.add((var, module))  # type: ignore[arg-type]
-                yield make("setting.loads-code", [f"{var} entry {e['path']}", f"import {module}: {info.get('message')}",
-                                                  f"{module} loaded {what}"],
-                           var=var, entry=e["path"], module=module, message=info.get("message", "?"),
-                           python=ctx.python)
+                hits.setdefault((var, e["path"]), []).append((module, info, what))
+    for (var, entry), items in hits.items():
+        module, info, what = items[0]
+        label = module if len(items) == 1 else f"{module} (and {', '.join(m for m, _, _ in items[1:])})"
+        evidence = [f"{var} entry {entry}", f"import {module}: {info.get('message')}", f"{module} loaded {what}"]
+        if len(items) > 1:
+            evidence.append("the same setting under: " + ", ".join(m for m, _, _ in items[1:]))
+        yield make("setting.loads-code", evidence, var=var, entry=entry, module=label,
+                   message=info.get("message", "?"), python=ctx.python)
+    named = {(var, m) for (var, _), items in hits.items() for m, _, _ in items}
     # A stack module imported fine, but from a PYTHONPATH entry, over the env's own installed copy
     modules = (facts.get("imports") or {}).get("modules") or {}
     dists = facts.get("distributions") or {}
@@ -77,20 +86,20 @@ def load_paths(facts, ctx):
                                                       f"the env's own {dist} {dists[dist]['version']} is not the one that runs"],
                            entry=e["path"], module=top, dist=dist, version=dists[dist]["version"],
                            python=ctx.python)
-    # A compiled library fails while a library search path puts its own copy of that library family first
+    # A compiled library fails while a library search path holds its own copy of that library family
+    # (RPATH may still win: a suspect, not the cause)
     for module, info, _ in failures:
         text = chain_text(info)
         fams = {_lib_family(lib) for lib in _SO_NAME.findall(text)}
         fams |= {m.group(1).lower() for m in _SYMBOL_FAMILY.finditer(text)}
-        for var in ("LD_PRELOAD", "LD_LIBRARY_PATH"):
-            for e in paths.get(var, []):
-                same = sorted(lib for lib in e["libs"] if _lib_family(lib) in fams)
-                if same and (var, module) not in named:
-                    named.add((var, module))  # type: ignore[arg-type]
-                    yield make("setting.suspect", [f"import {module}: {info.get('message')}",
-                                                   f"{var} entry {e['path']} holds {', '.join(same[:4])}"],
-                               var=var, entry=e["path"], module=module, libs=", ".join(same[:4]),
-                               python=ctx.python)
+        for e in paths.get("LD_LIBRARY_PATH", []):
+            same = sorted(lib for lib in e["libs"] if _lib_family(lib) in fams)
+            if same and ("LD_LIBRARY_PATH", module) not in named:
+                named.add(("LD_LIBRARY_PATH", module))
+                yield make("setting.suspect", [f"import {module}: {info.get('message')}",
+                                               f"LD_LIBRARY_PATH entry {e['path']} holds {', '.join(same[:4])}"],
+                           var="LD_LIBRARY_PATH", entry=e["path"], module=module, libs=", ".join(same[:4]),
+                           python=ctx.python)
 
 
 @rule("settings select what this env has", "settings", needs=("environment",),
@@ -109,6 +118,24 @@ def selected_values(facts, ctx):
             why = backend.get("message") or "vLLM rejects it"
         yield make("setting.unusable-value", [f"VLLM_ATTENTION_BACKEND={backend['name']}", why],
                    var="VLLM_ATTENTION_BACKEND", value=backend["name"], why=why, python=ctx.python)
+    # A setting that switches on an optional integration whose module is not installed
+    # (VLLM_USE_MODELSCOPE=True makes vLLM import modelscope): the variable names the module it loads
+    switched: dict[str, list[tuple[str, dict, str]]] = {}
+    for module, info, _ in import_failures(facts):
+        missing = (info.get("missing_module") or "").split(".")[0]
+        if info.get("type") != "ModuleNotFoundError" or len(missing) < 4:
+            continue
+        for var, value in env.items():
+            if missing.upper() in var.upper().replace("_", "") and value.strip().lower() not in ("", "0", "false", "no", "off"):
+                switched.setdefault(var, []).append((module, info, missing))
+                break
+    for var, items in switched.items():
+        module, info, missing = items[0]
+        why = f"it makes {module} import {missing}, which is not installed"
+        evidence = [f"{var}={env[var]}", f"import {module}: {info.get('message')}"]
+        if len(items) > 1:
+            evidence.append("the same under: " + ", ".join(m for m, _, _ in items[1:]))
+        yield make("setting.unusable-value", evidence, var=var, value=env[var], why=why, python=ctx.python)
     for var, spec in knowledge.load("settings")["values"].items():
         value = env.get(var)
         if value is None or value == "<redacted>":

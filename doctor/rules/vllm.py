@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from doctor import knowledge
 from doctor.findings import make
 from doctor.rules.registry import rule
 from doctor.rules.registry import cannot_look
@@ -53,5 +54,7 @@ def c_extension(facts, ctx):
     msg = ext.get("message", "")
     if classify(msg) == "gpu.required-at-import":  # no driver here: it could not load, so not judged
         raise cannot_look("extensions", f"vllm._C needs the NVIDIA driver to load ({msg})")
+    stack = ctx.chosen.stack
+    torch = (knowledge.stack_pins(stack).get("torch") if stack else None) or installed(facts, "torch") or "?"
     yield make("vllm.c-extension-broken", [f"{ext.get('path')}: {msg}"], message=msg,
-               vllm=installed(facts, "vllm") or "?", python=ctx.python)
+               vllm=installed(facts, "vllm") or "?", torch=torch, python=ctx.python)

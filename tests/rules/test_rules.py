@@ -78,7 +78,7 @@ def test_bf16_needs_compute_capability_8():
 
 @pytest.mark.parametrize("dist,version,fid,severity", [
     ("transformers", "5.0.0", "version.transformers", "error"),
-    ("numpy", "2.1.2", "version.numpy", "error"),
+    ("numpy", "2.1.2", "version.numpy", "warning"),   # declared by vLLM; imports and the registry work with 2.2.6
     ("torch", "2.5.1", "version.torch", "error"),
     ("tensordict", "0.6.2", "version.tensordict", "error"),
     ("protobuf", "3.19.5", "version.protobuf", "warning"),

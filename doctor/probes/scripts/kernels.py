@@ -65,11 +65,13 @@ for rel, own in shared.items():
     hashes = {n: (f.hash.mode + "=" + f.hash.value) if f.hash else None for n, f in own}
     names = tuple(sorted(hashes))
     entry = overlaps.setdefault(names, {"dists": list(names), "files": 0, "differ": 0, "on_disk": {}, "examples": [],
-                                        "differ_tops": []})
+                                        "differ_tops": [], "differ_files": []})
     entry["files"] += 1
     if len(set(hashes.values())) <= 1:
         continue  # the same bytes whoever wrote them
     entry["differ"] += 1
+    if len(entry["differ_files"]) < 40:
+        entry["differ_files"].append(rel)
     top = rel.split("/", 1)[0]   # the top-level package (or loose file) of the differing path
     if top not in entry["differ_tops"]:
         entry["differ_tops"].append(top)

@@ -1,0 +1,59 @@
+"""Cases of the env batch of issue 24 (benchmarks/env_batch/CASES.yaml: one change to the working set
+each, from a public thread; first-look and final scores in docs/benchmarks.md) kept as tests: the
+cause is the headline (the one error not caused by another), not where it surfaced — also where
+`uv pip check` says nothing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+import envs
+from conftest import check_json, run_doctor
+from doctor.uv import uv_bin
+
+pytestmark = pytest.mark.realenv
+HOST = {"gpu.none"}
+
+
+def headlines(doc: dict) -> list[dict]:
+    return [f for f in doc["findings"] if f["severity"] == "error" and not f.get("caused_by") and f["id"] not in HOST]
+
+
+def test_a_wheel_that_overwrites_another_wheels_library_is_the_cause():
+    # https://github.com/rwth-i6/returnn/issues/1802: libtorch_cuda.so: undefined symbol: ncclCommRegister
+    _, doc = check_json("extra-nccl-cu11")
+    (head,) = headlines(doc)
+    assert head["id"] == "python.files-overlap" and "nvidia-nccl-cu11" in head["title"], head["title"]
+    assert any("ncclCommRegister" in e for e in head["evidence"]), head["evidence"]
+    assert head["fix"]["commands"] and "--reinstall --no-deps" in head["fix"]["commands"][0]
+
+
+def test_a_library_refusing_an_older_dependency_names_that_dependency():
+    # pandas 3.0.6: "Please upgrade numpy to >= 1.26.0" (https://github.com/alexnathanson/solar-protocol/issues/3)
+    _, doc = check_json("pin-numpy1252")
+    (head,) = headlines(doc)
+    assert head["id"] == "stack.culprit" and "numpy" in head["title"], head["title"]
+
+
+def test_a_setting_that_switches_on_a_missing_integration_is_the_cause():
+    # VLLM_USE_MODELSCOPE=True without modelscope (https://github.com/vllm-project/vllm/issues/16524)
+    py = envs.build("working")
+    doc = json.loads(run_doctor("check", "--json", "--no-gpu", "--python", str(py),
+                                env={"VLLM_USE_MODELSCOPE": "True"}).stdout)
+    (head,) = headlines(doc)
+    assert head["id"] == "setting.unusable-value" and head["title"].startswith("VLLM_USE_MODELSCOPE=True"), head
+
+
+def test_a_preloaded_library_of_another_version_is_the_cause(tmp_path):
+    # LD_PRELOAD of NCCL 2.18.1's libnccl.so.2 (https://github.com/NVIDIA/nccl/issues/1180)
+    subprocess.run([uv_bin(), "pip", "install", "-q", "--target", str(tmp_path / "nccl"), "--no-deps",
+                    "nvidia-nccl-cu12==2.18.1"], check=True, env=envs.uv_env())
+    lib = tmp_path / "nccl" / "nvidia" / "nccl" / "lib" / "libnccl.so.2"
+    py = envs.build("working")
+    doc = json.loads(run_doctor("check", "--json", "--no-gpu", "--python", str(py), env={"LD_PRELOAD": str(lib)}).stdout)
+    (head,) = headlines(doc)
+    assert head["id"] == "setting.loads-code" and head["title"].startswith("LD_PRELOAD makes torch"), head["title"]
+    assert head["fix"]["commands"][0].startswith("env -u LD_PRELOAD ")
