@@ -115,6 +115,31 @@ _MIDLINE_EXC = re.compile(r"(?<=\S)[ \t*`>:：，,]*(?<![A-Za-z0-9_.])((?:[A-Za-
 _LOWER_EXC = re.compile(r"(?m)^(\s*)([a-z]+)(error|exception)(?=:)")
 
 
+def _join_open_spans(lines: list[str], most: int = 3) -> list[str]:
+    """A quote or a `code span` opened on one line and closed on one of the next few is one message
+    a paste (or a terminal) wrapped: `…so: undefined` / `symbol: _ZN3c10…` becomes one line again."""
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        quote = next((q for q in ("`", '"') if line.count(q) % 2 == 1 and "```" not in line), None)
+        end = None
+        if quote is not None:
+            for j in range(i + 1, min(len(lines), i + 1 + most)):
+                if not lines[j].strip():
+                    break          # a paragraph ends: the quote was never closed here
+                if lines[j].count(quote) % 2 == 1:
+                    end = j
+                    break
+        if end is None:
+            out.append(line)
+            i += 1
+        else:
+            out.append(" ".join([line.rstrip(), *(ln.strip() for ln in lines[i + 1:end + 1])]))
+            i = end + 1
+    return out
+
+
 def looks_like_a_log(lines: list[str], sp: dict) -> bool:
     """A console log has log structure somewhere: a traceback, an exception or error line, a log
     level, a Ray or torch.distributed prefix, a training step. A README or a config file has none."""
@@ -126,7 +151,7 @@ def triage_text(text: str, path: str, python: str = "python", python_version: st
     """The triage of one log; `python` is the interpreter the fix commands name (its version, when
     known, picks the lockfile and wheel the fixes name if the log shows no Python of its own)."""
     sp = spec()
-    lines = clean_lines(text, sp)
+    lines = _join_open_spans(clean_lines(text, sp))
     if not looks_like_a_log(lines, sp):  # a paste of prose: an exception quoted mid-sentence is its own line
         prose = _LOWER_EXC.sub(lambda m: m[1] + m[2].capitalize() + m[3].capitalize(), "\n".join(lines))
         lines = clean_lines(_MIDLINE_EXC.sub(r"\n\1", prose), sp)
@@ -252,6 +277,8 @@ def _by_class(failure: Failure, lines: list[str], region: list[int], python: str
     if groups.get("heads", "").isdigit() and groups.get("tp", "").isdigit():
         # the TP size that fits: divides the heads and the GPUs the configured size was set for
         groups["tp_fit"] = str(math.gcd(int(groups["heads"]), int(groups["tp"])))
+        heads = int(groups["heads"])
+        groups["valid"] = ", ".join(str(d) for d in range(1, min(heads, 64) + 1) if heads % d == 0)
     fmt = SafeFormat(groups)
     defaults = {k: v.format_map(fmt) if isinstance(v, str) else v for k, v in (cls.get("params") or {}).items()}
     params = {**defaults, **known, "python": python, "message": message, **groups}

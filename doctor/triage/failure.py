@@ -30,7 +30,7 @@ _EXC = re.compile(r"^\s*(?P<type>(?:[A-Za-z_]\w*\.)*(?:(?:[A-Z]\w*)?(?:Error|Exc
                   r"(?:\((?P<inner>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)\))?(?::\s?(?P<msg>.*)|\s*$)")
 _CAUSE = "The above exception was the direct cause of the following exception"
 _CONTEXT = "During handling of the above exception, another exception occurred"
-_ERROR_LINE = re.compile(r"(?:^|\s)(?:ERROR|FATAL|CRITICAL)(?:\]|:|\s)|^\s*E\d{4} |\[E \d|\bERROR \d\d-\d\d ")
+_ERROR_LINE = re.compile(r"(?:^|\s)(?:ERROR|FATAL|CRITICAL)(?:\]|:|\s)|^\s*[EF]\d{4} |\[E \d|\bERROR \d\d-\d\d ")
 # a warning or error line that may carry an errno ("NCCL WARN Call to posix_fallocate failed: No space left on device")
 _COMPLAINT = re.compile(r"(?i)warn|error|fail|errno|cannot|unable")
 _ERRNO = re.compile(r"\[Errno (\d+)\]|\berrno[ =:]+(\d+)|\bOSError\((\d+),")
@@ -205,7 +205,8 @@ def signal_of(lines: list[str], region: list[int]) -> str | None:
         s = ln.strip().lower().rstrip(".")
         for text, name in names.items():
             if text in ("killed", "segmentation fault", "bus error", "aborted") and (
-                    s == text or s.endswith(" " + text) or f"signal: {text}" in s or f"{text} (core dumped)" in s):
+                    s == text or s.endswith(" " + text) or f"signal: {text}" in s or f"{text} (core dumped)" in s
+                    or re.search(r"[\]|%]\s?" + text + "$", s)):   # "…4/8 [02:10<02:22]Killed" after a progress bar
                 found = name
     return found
 
