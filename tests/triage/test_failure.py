@@ -129,3 +129,17 @@ def test_batch_b_stays_named_after_learning_and_no_harmless_paste_is_blamed():
     # first look 15/32 (docs/benchmarks.md); learnt to 29/32
     score, _ = run_batch(FRESH_B)
     assert score["named"] >= 29 and score["false_alarms"] == 0 and score["refused_total"] == 0, score
+
+
+def test_batch_c_stays_named_after_learning():
+    # first look 14/33, 1/8 false alarms (ray-6123, disputed: docs/research/triage-fresh-2026-12-02c.md); learnt to 26/33
+    score, _ = run_batch(REPO / "tests" / "data" / "corpus" / "fresh-2026-12-02c")
+    assert score["named"] >= 26 and score["false_alarms"] <= 1 and score["refused_total"] == 0, score
+
+
+def test_a_quote_wrapped_over_lines_is_one_message():
+    from doctor.triage import _join_open_spans
+
+    assert _join_open_spans(["ERROR", "`flash.so: undefined", " symbol: _ZN3c10`", "next"]) == \
+        ["ERROR", "`flash.so: undefined symbol: _ZN3c10`", "next"]
+    assert _join_open_spans(['a " b', "", "c"]) == ['a " b', "", "c"]   # never across a paragraph
