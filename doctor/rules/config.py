@@ -327,6 +327,8 @@ def batched_tokens(ctx: ConfigContext):
 @config_rule("free_cache_engine needs enforce_eager", emits=("config.cache-flags",))
 def cache_flags(ctx: ConfigContext):
     cfg = ctx.config
+    if verl_at_least(ctx, "0.6"):
+        return  # the assert is in verl 0.2-0.5's rollouts; 0.6+ sleeps vLLM instead (checked in the wheels)
     if get(cfg, "actor_rollout_ref.rollout.free_cache_engine") and get(cfg, "actor_rollout_ref.rollout.enforce_eager") is False:
         yield make("config.cache-flags",
                    ["composed: actor_rollout_ref.rollout.free_cache_engine=True, enforce_eager=False",

@@ -93,6 +93,10 @@ def test_rules_stay_quiet_where_verl_does_not_fail():
                                                    ["algorithm.kl_ctrl.target_kl=0.05", "algorithm.kl_ctrl.type=adaptive"])
     assert "config.ignored-key" not in ids_for({"actor_rollout_ref.rollout.max_num_seqs": 1896},
                                                readers={"actor_rollout_ref.rollout.max_num_seqs": ["x.py:1: config.max_num_seqs"]})
+    # the free_cache_engine/enforce_eager assert is in verl 0.2-0.5's rollouts, gone from 0.6 on (checked in the wheels)
+    eager_off = {"actor_rollout_ref.rollout.enforce_eager": False}
+    assert "config.cache-flags" in ids_for(eager_off, verl="0.5.0")
+    assert "config.cache-flags" not in ids_for(eager_off, verl="0.9.1")
     # gpu_memory_utilization above 1 is an error, not a warning.
     assert ids_for({"actor_rollout_ref.rollout.gpu_memory_utilization": 1.2})["config.gpu-memory-utilization"].severity == "error"
 
