@@ -113,9 +113,12 @@ def _report_summary(log_path: Path, out: Path) -> dict | None:
 def _dry_run_only(recipe: dict, res: dict, python: str, args) -> int:
     """`recipes run NAME --dry-run`: exit 0 the CPU path passes, 1 a step failed, 3 it could not run."""
     dry, findings, checks = dry_run(recipe, res, python, show=True)  # on stderr: --json keeps stdout
-    code = ExitCode.OK if dry.get("ok") else ExitCode.PROBLEMS if dry.get("steps") else ExitCode.INCOMPLETE
+    failed = any(s.get("status") == "failed" for s in dry.get("steps") or [])
+    code = (ExitCode.OK if dry.get("ok") else ExitCode.PROBLEMS if dry.get("steps") and (failed or not dry.get("unsupported"))
+            else ExitCode.INCOMPLETE)   # a trainer path the dry run does not follow yet: incomplete, not failed
     if args.json:
         sys.stdout.write(json.dumps({"recipe": recipe["name"], "python": python, "status": "passed" if dry.get("ok") else
+                                     "stopped-early" if code == ExitCode.INCOMPLETE and dry.get("steps") else
                                      "failed" if dry.get("steps") else "could-not-run", "exit_code": int(code),
                                      "next_on_gpu": next_on_gpu(dry), "dry_run": dry,
                                      "findings": [f.to_dict() for f in findings],

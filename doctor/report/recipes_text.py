@@ -71,6 +71,9 @@ def render_dry_run(dry: dict, findings: list, recipe: str, python: str, out=None
     for f in findings:
         render_finding(console, f)
     nxt = next_on_gpu(dry)
+    if dry.get("unsupported") and not any(s["status"] == "failed" for s in dry["steps"]):
+        console.print(f"\n[bold yellow]the dry run stopped early[/]: {escape(str(dry['unsupported']))} (exit 3)")
+        return
     if dry.get("ok"):
         console.print(f"\n[bold green]the trainer's CPU path passes[/] ({dry.get('seconds')} s); next, on a GPU: {escape(nxt or '?')}")
     else:

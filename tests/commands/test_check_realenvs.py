@@ -3,9 +3,14 @@ reproduces a breakage from docs/research/STACK.md; the doctor must name its caus
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import pytest
 
-from conftest import check_json, finding, ids, run_doctor
+import envs
+from conftest import REPO, check_json, finding, ids, run_doctor
 
 pytestmark = pytest.mark.realenv
 
@@ -219,3 +224,20 @@ def test_the_modern_family_lock_installs_and_is_judged_as_its_own_family():
     overlap = [f for f in doc["findings"] if f["id"] == "python.files-overlap" and "cutlass" in f["title"]]
     assert overlap and "differ in content" in overlap[0]["evidence"][0]
     assert "stack.differs" not in ids(doc)   # the env is its lock
+
+
+def test_the_seed_recipe_on_the_modern_family_lints_clean_and_the_dry_run_says_where_it_stops():
+    py = str(envs.build("modern"))
+    lint = run_doctor_recipes("lint", "gsm8k-2xA100", "--python", py)
+    assert lint.returncode == 0 and "verl 0.9.1" in lint.stdout, lint.stdout[-2000:]
+    dry = run_doctor_recipes("run", "gsm8k-2xA100", "--dry-run", "--json", "--python", py, timeout=600)
+    doc = json.loads(dry.stdout)
+    assert dry.returncode == 3 and doc["status"] == "stopped-early", (dry.returncode, doc.get("status"))
+    assert {s["name"] for s in doc["dry_run"]["steps"]} >= {"config", "entry"}
+    assert all(s["status"] == "ok" for s in doc["dry_run"]["steps"])
+    assert "V1 trainer" in doc["dry_run"]["unsupported"]
+
+
+def run_doctor_recipes(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "doctor.recipes.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=str(REPO))

@@ -330,6 +330,18 @@ def main():
     wrap(mp, "load_reward_manager", "reward-manager", "the reward manager (load_reward_manager)",
          lambda v, a, kw: {"class": type(v).__name__})
     result["entry"] = "TaskRunner" if hasattr(mp, "TaskRunner") else ("main_task" if hasattr(mp, "main_task") else "main")
+    # verl 0.6+'s V1 trainer (trainer.use_v1, the default in 0.9) runs its own TaskRunnerV1 and a
+    # transfer queue: the dry run's hooks are for the 0.2-0.5 path, so it stops here and says so
+    # rather than running the real trainer until it waits for GPUs.
+    use_v1 = None
+    try:
+        use_v1 = config.trainer.get("use_v1") if config is not None else None
+    except Exception:
+        use_v1 = None
+    if hasattr(mp, "TaskRunnerV1") and use_v1:
+        result["unsupported"] = ("this verl's V1 trainer (trainer.use_v1=True: TaskRunnerV1) is not followed by the "
+                                 "dry run yet; the steps above passed, the ones after the entry import were not run")
+        finish()
 
     import ray
 
