@@ -78,3 +78,21 @@ def fails_for_missing_dist(info: dict, missing: list[str]) -> bool:
     """An import that fails only because a missing distribution's top-level module is absent."""
     mod = (info.get("missing_module") or "").split(".")[0]
     return bool(mod) and info.get("type") == "ModuleNotFoundError" and canonicalize_name(mod) in missing
+
+
+# "undefined symbol: ncclCommRegister" is NCCL's, "__nvJitLinkAddData_12_1" nvJitLink's: the library
+# family a missing symbol belongs to, to tie a failure to a library file (a search path, a wheel overlap)
+SYMBOL_FAMILY = re.compile(r"undefined symbol: _*(?:Z\w*?)?(nccl|cudnn|cublas|cusparse|nvJitLink|cufft|curand|"
+                           r"cusolver|cuda|nvrtc|gomp|omp)", re.I)
+SO_NAME = re.compile(r"(lib[\w+.-]+?\.so(?:\.[\d.]+)?)\b")
+
+
+def lib_family(name: str) -> str:
+    """libcudnn_ops_infer.so.8 → cudnn; libnccl.so.2 → nccl; libstdc++.so.6 → stdc++."""
+    stem = name[3:] if name.startswith("lib") else name
+    return re.split(r"[._\d]", stem, maxsplit=1)[0].lower()
+
+
+def lib_families(text: str) -> set[str]:
+    """The library families a failure's text names: by the .so files it mentions and the symbols it misses."""
+    return {lib_family(lib) for lib in SO_NAME.findall(text)} | {m.group(1).lower() for m in SYMBOL_FAMILY.finditer(text)}

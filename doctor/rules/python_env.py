@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import posixpath
-import re
 
 from packaging.utils import canonicalize_name
 
@@ -12,7 +11,7 @@ from doctor.findings import make
 from doctor.rules.registry import cannot_look, rule
 from doctor.dists import installed, user_project
 from doctor.rules.failures import (chain_text, failure_evidence, failures_for, grouped_failure_evidence,
-                                   import_failures)
+                                   import_failures, lib_families, lib_family)
 from doctor.stacks import stack_lockfile_for
 
 
@@ -136,14 +135,6 @@ def half_installed(facts, ctx):
                version=installed(facts, dists[0]) or "", python=ctx.python)
 
 
-_SYMBOL = re.compile(r"undefined symbol: _*(?:Z\w*?)?(nccl|cudnn|cublas|cusparse|nvJitLink|cufft|curand|cusolver)", re.I)
-
-
-def _so_family(name: str) -> str:
-    stem = name[3:] if name.startswith("lib") else name
-    return re.split(r"[._\d]", stem, maxsplit=1)[0].lower()
-
-
 @rule("no two distributions write different bytes to one path", "python", needs=("kernels",),
       emits=("python.files-overlap",))
 def files_overlap(facts, ctx):
@@ -177,10 +168,10 @@ def files_overlap(facts, ctx):
         broke = []
         files = o.get("differ_files") or []
         names = {f.rsplit("/", 1)[-1] for f in files}
-        fams = {_so_family(n) for n in names if ".so" in n}
+        fams = {lib_family(n) for n in names if ".so" in n}
         for module, info, _ in import_failures(facts) if facts.get("imports") else []:
             text = chain_text(info)
-            if any(n in text for n in names) or fams & {m.group(1).lower() for m in _SYMBOL.finditer(text)}:
+            if any(n in text for n in names) or fams & lib_families(text):
                 broke.append(f"import {module}: {info.get('message')}")
         if broke:
             evidence = broke[:3] + evidence

@@ -10,15 +10,8 @@ import re
 
 from doctor import knowledge
 from doctor.findings import make
-from doctor.rules.failures import chain_text, import_failures
+from doctor.rules.failures import SO_NAME, chain_text, import_failures, lib_families, lib_family
 from doctor.rules.registry import cannot_look, rule
-
-_SO_NAME = re.compile(r"(lib[\w+.-]+?\.so(?:\.[\d.]+)?)\b")
-# "undefined symbol: ncclCommRegister" is NCCL's, "__nvJitLinkAddData_12_1" nvJitLink's: the library
-# family a missing symbol belongs to, to tie it to a library a search path puts first
-_SYMBOL_FAMILY = re.compile(r"undefined symbol: _*(?:Z\w*?)?(nccl|cudnn|cublas|cusparse|nvJitLink|cufft|curand|"
-                            r"cusolver|cuda|nvrtc|gomp|omp)", re.I)
-
 
 def _under(path: str, entry: str) -> bool:
     entry = entry.rstrip("/")
@@ -30,12 +23,6 @@ def _frame_files(info: dict) -> list[str]:
     for c in info.get("causes") or []:
         frames += c.get("chain") or []
     return [f.rsplit(":", 1)[0] for f in frames]
-
-
-def _lib_family(name: str) -> str:
-    """libcudnn_ops_infer.so.8 → cudnn; libnccl.so.2 → nccl; libstdc++.so.6 → stdc++."""
-    stem = name[3:] if name.startswith("lib") else name
-    return re.split(r"[._\d]", stem, maxsplit=1)[0].lower()
 
 
 @rule("no search-path setting loads the code that fails", "settings", needs=("imports", "load_paths"),
@@ -50,9 +37,9 @@ def load_paths(facts, ctx):
     for module, info, _ in failures:
         files = _frame_files(info)
         text = chain_text(info)
-        libs = set(_SO_NAME.findall(text))
+        libs = set(SO_NAME.findall(text))
         mentioned = re.findall(r"(/[^\s:'\"()]+)", text)   # "(/tmp/x/typing_extensions.py)" in the message
-        fams = {_lib_family(lib) for lib in libs} | {m.group(1).lower() for m in _SYMBOL_FAMILY.finditer(text)}
+        fams = lib_families(text)
         for var, entries in paths.items():
             for e in entries:
                 hit = next((f for f in files + mentioned if _under(f, e["path"])), None)
@@ -60,7 +47,7 @@ def load_paths(facts, ctx):
                 # LD_PRELOAD loads its library into every process: a failure in that library's family
                 # (an NCCL symbol with a preloaded libnccl) came through it
                 if var == "LD_PRELOAD" and lib_hit is None:
-                    lib_hit = next((lib for lib in e["libs"] if _lib_family(lib) in fams), None)
+                    lib_hit = next((lib for lib in e["libs"] if lib_family(lib) in fams), None)
                 if hit is None and lib_hit is None:
                     continue
                 what = f"its code from {hit}" if hit else f"the library {lib_hit} from {e['path']}"
@@ -89,11 +76,9 @@ def load_paths(facts, ctx):
     # A compiled library fails while a library search path holds its own copy of that library family
     # (RPATH may still win: a suspect, not the cause)
     for module, info, _ in failures:
-        text = chain_text(info)
-        fams = {_lib_family(lib) for lib in _SO_NAME.findall(text)}
-        fams |= {m.group(1).lower() for m in _SYMBOL_FAMILY.finditer(text)}
+        fams = lib_families(chain_text(info))
         for e in paths.get("LD_LIBRARY_PATH", []):
-            same = sorted(lib for lib in e["libs"] if _lib_family(lib) in fams)
+            same = sorted(lib for lib in e["libs"] if lib_family(lib) in fams)
             if same and ("LD_LIBRARY_PATH", module) not in named:
                 named.add(("LD_LIBRARY_PATH", module))
                 yield make("setting.suspect", [f"import {module}: {info.get('message')}",
