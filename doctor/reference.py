@@ -92,4 +92,9 @@ def culprits(facts: Facts, reference: dict | None, info: dict) -> list[str]:
     if named:
         return named
     owners = [d for d in [info.get("failing_dist"), *(info.get("chain_dists") or [])] if d]
-    return sorted(n for n in requirement_closure(facts, owners) - {canonicalize_name(o) for o in owners} if n in diff)
+    closure = requirement_closure(facts, owners) - {canonicalize_name(o) for o in owners}
+    if info.get("type") == "ModuleNotFoundError":
+        # a module that is not there is explained only by a distribution that is not there either,
+        # never by one at another version (uvicorn 0.54 does not remove modelscope)
+        return sorted(n for n in closure if n in diff and diff[n][0] == "missing")
+    return sorted(n for n in closure if n in diff)

@@ -167,15 +167,17 @@ def files_overlap(facts, ctx):
         # the copy that won: then the overlap is the cause, an error
         broke = []
         files = o.get("differ_files") or []
-        names = {f.rsplit("/", 1)[-1] for f in files}
-        fams = {lib_family(n) for n in names if ".so" in n}
+        libs = {f.rsplit("/", 1)[-1] for f in files if ".so" in f.rsplit("/", 1)[-1]}   # libnccl.so.2
+        fams = {lib_family(n) for n in libs}
+        # (a file is named by its path in the package — tests/__init__.py is in every traceback's frames
+        # by its basename — or a shared library by its name or its symbols' family)
         for module, info, _ in import_failures(facts) if facts.get("imports") else []:
             text = chain_text(info)
-            if any(n in text for n in names) or fams & lib_families(text):
+            if any("/" + f in text for f in files) or any(n in text for n in libs) or fams & lib_families(text):
                 broke.append(f"import {module}: {info.get('message')}")
         if broke:
             evidence = broke[:3] + evidence
-        severity = "error" if broke else "info" if (winner_is_last and k) or loose else "warning"
+        severity = "info" if loose or (winner_is_last and k and not broke) else "error" if broke else "warning"
         yield make("python.files-overlap", evidence, severity=severity,
                    a=o["dists"][0], b=o["dists"][1], differ=o["differ"], last=last,
                    version=installed(facts, last) or "", advice=advice, python=ctx.python)
