@@ -4,19 +4,30 @@ imports do, and the probe scripts themselves. Any change there is a different ke
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import json
 import os
 from pathlib import Path
 
+from doctor import knowledge
 from doctor.errors import UsageError
 from doctor.facts import validate_probe
 from doctor.probes import SCRIPTS
 
-# Variables that change import behaviour, hence probe results.
+# Variables that change import behaviour, hence probe results: these, and every variable the
+# environment facts read (knowledge/environment.yaml `allow`: VLLM_*, HF_*, TORCH_*, …) — a setting
+# such as VLLM_USE_MODELSCOPE decides what `import vllm` does, so a check with it is not the
+# check without it. Values are hashed, never stored.
 FINGERPRINT_ENV = ("PYTHONPATH", "PYTHONHOME", "LD_LIBRARY_PATH", "LD_PRELOAD", "CUDA_VISIBLE_DEVICES",
                    "TMPDIR", "PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "VLLM_TARGET_DEVICE",
-                   "VLLM_ATTENTION_BACKEND")  # the imports probe exercises the backend it selects
+                   "VLLM_ATTENTION_BACKEND")
+
+
+def _settings() -> list[tuple[str, str]]:
+    allow = knowledge.load("environment")["allow"]
+    names = set(FINGERPRINT_ENV) | {n for n in os.environ if any(fnmatch.fnmatchcase(n, p) for p in allow)}
+    return [(n, os.environ.get(n, "")) for n in sorted(names)]
 
 
 def cache_dir() -> Path:
@@ -35,8 +46,8 @@ def fingerprint(python: str, dist_facts: dict, doctor_version: str) -> str:
     for key in sorted(dist_facts.get("dists", {})):
         d = dist_facts["dists"][key]
         h.update(f"{key}=={d['version']}@{d['path']}\n".encode())
-    for name in FINGERPRINT_ENV:
-        h.update(f"{name}={os.environ.get(name, '')}\n".encode())
+    for name, value in _settings():
+        h.update(f"{name}={value}\n".encode())
     for script in sorted(SCRIPTS.glob("*.py")):
         h.update(script.read_bytes())
     return h.hexdigest()[:32]
@@ -92,8 +103,8 @@ def _dirs_stamp(python: str, data: dict) -> str:
             h.update(f"{d}:{st.st_mtime_ns}:{st.st_ino}\n".encode())
         except OSError:
             h.update(f"{d}:missing\n".encode())
-    for name in FINGERPRINT_ENV:
-        h.update(f"{name}={os.environ.get(name, '')}\n".encode())
+    for name, value in _settings():
+        h.update(f"{name}={value}\n".encode())
     h.update((SCRIPTS / "distributions.py").read_bytes())
     return h.hexdigest()
 

@@ -57,3 +57,16 @@ def test_a_preloaded_library_of_another_version_is_the_cause(tmp_path):
     (head,) = headlines(doc)
     assert head["id"] == "setting.loads-code" and head["title"].startswith("LD_PRELOAD makes torch"), head["title"]
     assert head["fix"]["commands"][0].startswith("env -u LD_PRELOAD ")
+
+
+def test_a_cached_check_is_not_reused_under_another_setting(tmp_path):
+    # the probe cache keys on every setting the environment facts read: a check without
+    # VLLM_USE_MODELSCOPE must not answer for one with it (found in CI: the second check reused the first)
+    py = str(envs.build("working"))
+    cache = {"VERL_DOCTOR_CACHE_DIR": str(tmp_path / "cache")}
+    plain = json.loads(run_doctor("check", "--json", "--no-gpu", "--python", py, env=cache).stdout)
+    assert not headlines(plain)
+    switched = json.loads(run_doctor("check", "--json", "--no-gpu", "--python", py,
+                                     env={**cache, "VLLM_USE_MODELSCOPE": "True"}).stdout)
+    assert [f["id"] for f in headlines(switched)] == ["setting.unusable-value"]
+    assert not switched["timings"].get("cached"), switched["timings"]
