@@ -37,7 +37,7 @@ class Page(HTMLParser):
             self._depth += 1
         elif tag == "div" and "data-finding-id" in a:
             self._finding, self._depth = a["data-finding-id"], 1
-            self.findings[self._finding] = ""
+            self.findings.setdefault(self._finding, "")   # one ID may be reported twice (two overlapping pairs)
 
     def handle_endtag(self, tag):
         if tag == "script":
