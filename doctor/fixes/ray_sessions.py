@@ -12,7 +12,7 @@ from pathlib import Path
 
 from doctor import knowledge
 from doctor.fixes import ApplyContext, FixError, Step, StepKind, register
-from doctor.probes.ray_state import head_answers, ray_processes, session_info
+from doctor.probes.ray_state import head_answers, holders, ray_processes, session_info
 from doctor.probes.ray_state import ray_state_facts
 
 
@@ -24,7 +24,7 @@ def _ray_dir(root: str | os.PathLike) -> Path:
     return Path(root) / knowledge.load("ray")["temp_root"]["subdir"]
 
 
-def check_movable(path: Path, ray_dir: Path, procs: list[dict] | None = None) -> None:
+def check_movable(path: Path, ray_dir: Path, procs: list[dict] | None = None, held: dict | None = None) -> None:
     cfg = knowledge.load("ray")
     if path.parent.resolve() != ray_dir.resolve():
         raise RefusedError(f"{path}: not directly under {ray_dir}")
@@ -40,7 +40,7 @@ def check_movable(path: Path, ray_dir: Path, procs: list[dict] | None = None) ->
         raise RefusedError(f"{path}: not a session dir or {cfg['address_file']}")
     if path.is_symlink() or not path.is_dir():
         return  # garbage named session_*: movable
-    info = session_info(path, ray_processes() if procs is None else procs, 0.0, cfg)
+    info = session_info(path, ray_processes() if procs is None else procs, 0.0, cfg, held)
     if info.get("live") or info.get("processes"):
         pids = sorted({p["pid"] for p in info.get("processes") or []} | set(info.get("held_by") or []))
         why = (f"processes {pids} hold it" if pids else
@@ -55,8 +55,9 @@ def quarantine(paths, root) -> list[tuple[str, str]]:
     ray_dir = _ray_dir(root)
     paths = [Path(p) for p in paths]
     procs = ray_processes()
+    held = holders(ray_dir)   # one scan of every process's open files for all the paths
     for p in paths:
-        check_movable(p, ray_dir, procs)
+        check_movable(p, ray_dir, procs, held)
     if not paths:
         return []
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S-%f")

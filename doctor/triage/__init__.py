@@ -24,6 +24,8 @@ from doctor.logparse import decode, parse_step, read_text
 from doctor.signatures import (MAX_EVIDENCE, SafeFormat, clean_lines, evidence, findings_for, match, scan, short,
                                spec)
 from doctor.triage.failure import Failure, classify, model
+
+
 @dataclass
 class Triage:
     log: str
@@ -273,7 +275,6 @@ def _by_class(failure: Failure, lines: list[str], region: list[int], python: str
         idx = [i for i in region if failure.signal in lines[i] or "exitcode" in lines[i] or "signal" in lines[i].lower()][-3:]
     message = short(raised.text, 160) if raised is not None else f"died of {failure.signal}"
     ev = evidence(lines, idx) + failure.describe() + [f"failure class: {cls['source']}"]
-    data_file = re.search(r"[\w./~-]+\.parquet\b", "\n".join(lines[i] for i in region[-400:]))
     if groups.get("heads", "").isdigit() and groups.get("tp", "").isdigit():
         # the TP size that fits: divides the heads and the GPUs the configured size was set for
         groups["tp_fit"] = str(math.gcd(int(groups["heads"]), int(groups["tp"])))
@@ -284,8 +285,10 @@ def _by_class(failure: Failure, lines: list[str], region: list[int], python: str
     params = {**defaults, **known, "python": python, "message": message, **groups}
     caller, callee = raised.boundary if raised is not None else (None, None)
     params.update({k: v for k, v in (("caller", caller), ("callee", callee)) if v and k not in params})
-    if data_file and "data_file" not in params:
-        params["data_file"] = data_file.group(0)
+    if "data_file" not in params:  # the data file the log names, for the finding's command
+        data_file = re.search(r"[\w./~-]+\.parquet\b", "\n".join(lines[i] for i in region[-400:]))
+        if data_file:
+            params["data_file"] = data_file.group(0)
     return make(cls["id"], ev, severity="error", **params)
 
 

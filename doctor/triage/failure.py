@@ -121,9 +121,9 @@ class Raised:
                 return a or "your code", b or "your code"
         return None, owners[-1] if owners else None
 
-    @property
+    @functools.cached_property
     def errno(self) -> str | None:
-        return errno_of(self.message)
+        return errno_of(self.message)   # asked for by the ranking and by every errno class: once
 
 
 @dataclass
@@ -166,6 +166,12 @@ def _strerrors() -> list[tuple[str, str]]:
     return sorted(out, key=lambda t: -len(t[1]))
 
 
+@functools.lru_cache(maxsize=None)
+def _any_strerror() -> re.Pattern:
+    """One scan for whether a line holds any strerror text at all (most lines hold none)."""
+    return re.compile("|".join(re.escape(text.lower()) for _, text in _strerrors()))
+
+
 def errno_of(message: str) -> str | None:
     """The errno a message carries: `[Errno N]`, `errno=N`, or its strerror text ("Address already
     in use" is EADDRINUSE whoever prints it — torch's c10d, NCCL, a socket library)."""
@@ -174,16 +180,25 @@ def errno_of(message: str) -> str | None:
         num = int(next(g for g in m.groups() if g))
         return _errno.errorcode.get(num)
     low = message.lower()
+    if not _any_strerror().search(low):
+        return None
     for name, text in _strerrors():
         if text.lower() in low:
             return name
     return None
 
 
+@functools.lru_cache(maxsize=None)
+def _crash_texts() -> dict[str, str]:
+    """What a shell or a library prints for the signals a training process dies of, → the signal."""
+    texts = {(_signal.strsignal(s) or "").lower(): s.name for s in _signal.Signals if _signal.strsignal(s)}
+    return {t: n for t, n in texts.items() if t in ("killed", "segmentation fault", "bus error", "aborted")}
+
+
 def signal_of(lines: list[str], region: list[int]) -> str | None:
     """The signal a process of the run died of: `exitcode: -9`, `killed by signal: Bus error`,
     `Signals.SIGKILL`, `Segmentation fault`, a shell's `Killed`. The last one in the region."""
-    names = {(_signal.strsignal(s) or "").lower(): s.name for s in _signal.Signals if _signal.strsignal(s)}
+    crash = _crash_texts()
     found = None
     for i in region:
         ln = lines[i]
@@ -203,8 +218,8 @@ def signal_of(lines: list[str], region: list[int]) -> str | None:
             found = name
             continue
         s = ln.strip().lower().rstrip(".")
-        for text, name in names.items():
-            if text in ("killed", "segmentation fault", "bus error", "aborted") and (
+        for text, name in crash.items():
+            if text in s and (
                     s == text or s.endswith(" " + text) or f"signal: {text}" in s or f"{text} (core dumped)" in s
                     or re.search(r"[\]|%]\s?" + text + "$", s)):   # "…4/8 [02:10<02:22]Killed" after a progress bar
                 found = name
