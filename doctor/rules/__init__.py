@@ -138,11 +138,10 @@ def _hold_cross_family(f: Finding, guard: FamilyGuard | None) -> None:
         f.fix.summary += " Not printed as a command to run: " + "; ".join(dict.fromkeys(why)) + "."
 
 
-def link_root_causes(findings) -> None:
+def link_root_causes(every: list[Finding]) -> None:
     """A finding whose knowledge entry names root causes (`consequence_of`) that are reported too
     is marked caused_by the first of them present (families like `version.*` match by prefix).
-    `findings`: a dict by ID or a list (a rule may report one ID twice: each copy is linked)."""
-    every = list(findings.values()) if isinstance(findings, dict) else list(findings)
+    A rule may report one ID twice: each copy is linked."""
     # an ID can be a root when one of its findings is a problem (not a note) and not itself a consequence
     ids = list(dict.fromkeys(f.id for f in every if f.severity != "info" and f.caused_by is None))
     for f in every:
