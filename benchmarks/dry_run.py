@@ -1,6 +1,10 @@
 """The dry run of the trainer (`recipes run RECIPE --dry-run`), timed: per-step medians over a few
 rounds on one env (default: the tests' `working` env, the default lock), as a markdown table for
-docs/benchmarks.md. Usage: python benchmarks/dry_run.py [--rounds 3] [--python PATH] [--recipe NAME]"""
+docs/benchmarks.md, beside the deep check of the same env in the same rounds (issue 27: the dry run
+within 1.5x the deep check). Each round runs the deep check (`doctor check --no-gpu --no-cache`) and
+then the dry run; the first round builds the stand-in tokenizer, later ones read it from the doctor's
+cache (as every dry run after the first on one target does). Usage:
+python benchmarks/dry_run.py [--rounds 3] [--python PATH] [--recipe NAME]"""
 
 from __future__ import annotations
 
@@ -31,7 +35,12 @@ def main() -> int:
         python = str(envs.build("working"))
     per_step: dict[str, list[float]] = {}
     totals, walls = [], []
+    checks = []
     for n in range(args.rounds):
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "doctor", "check", "--no-gpu", "--no-cache", "--python", python],
+                       capture_output=True, text=True, cwd=REPO)
+        checks.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
         p = subprocess.run([sys.executable, "-m", "doctor.recipes.cli", "run", args.recipe, "--dry-run", "--json",
                             "--python", python], capture_output=True, text=True, cwd=REPO, env=dict(os.environ))
@@ -50,6 +59,11 @@ def main() -> int:
         print(f"| {title} | {statistics.median(xs):.1f} | {min(xs):.1f}–{max(xs):.1f} |")
     print(f"| **the dry run (the target's process)** | **{statistics.median(totals):.1f}** | {min(totals):.1f}–{max(totals):.1f} |")
     print(f"| the command, wall clock | {statistics.median(walls):.1f} | {min(walls):.1f}–{max(walls):.1f} |")
+    print(f"| the deep check of the same env, wall clock (`doctor check --no-gpu --no-cache`) | "
+          f"{statistics.median(checks):.1f} | {min(checks):.1f}–{max(checks):.1f} |")
+    ratios = [w / c for w, c in zip(walls, checks)]
+    print(f"\ndry run ÷ deep check, per round: {', '.join(f'{r:.2f}' for r in ratios)} "
+          f"(median {statistics.median(ratios):.2f}; the first round builds the stand-in)")
     return 0
 
 

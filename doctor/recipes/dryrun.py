@@ -17,6 +17,7 @@ from typing import Callable
 from rich.console import Console
 
 from doctor import knowledge
+from doctor.cache import cache_dir
 from doctor.recipes.catalog import command_ref
 from doctor.probes import ProbeResult, TargetProbe, run_target_probe
 from doctor.rules.dryrun import epochs_decide, evaluate_dry_run
@@ -56,7 +57,8 @@ def run_dry_run(python: str, res: dict, progress: Callable[[str, float], None] |
         overrides = [o.replace(res["model_path"], stand_in) if o.split("=", 1)[1:] == [res["model_path"]] else o
                      for o in overrides]
     arg = json.dumps({"overrides": overrides, "events": str(events), "stand_in": stand_in,
-                      "train_file": res["files"]["train"], "temp_prefix": knowledge.load("ray")["smoke"]["temp_prefix"],
+                      "train_file": res["files"]["train"], "stand_in_cache": str(cache_dir() / "stand-in"),
+                      "temp_prefix": knowledge.load("ray")["smoke"]["temp_prefix"],
                       "deadline_s": k["deadline_s"] * scale})
     probe = TargetProbe("dryrun", ("ray_private.py", "verl_config.py", "dryrun.py"), k["deadline_s"] * scale + 30, True,
                         args=lambda: [arg], script_dir=SCRIPTS)
@@ -95,7 +97,8 @@ def step_summary(step: dict) -> str:
     d = step.get("detail") or {}
     name = step["name"]
     if name == "stand-in" and d:
-        return f"vocab {d.get('vocab')}, trained on {d.get('texts')} prompts of the recipe's data (removed afterwards)"
+        how = "the doctor's cache" if d.get("cached") else "removed afterwards"
+        return f"vocab {d.get('vocab')}, trained on {d.get('texts')} prompts of the recipe's data ({how})"
     if name == "config" and d:
         return f"{d.get('overrides')} override(s) on {d.get('config_dir')}/ppo_trainer.yaml"
     if name == "model" and d:

@@ -17,11 +17,13 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from conftest import DATA, REPO, envs, recipe_variant, run_doctor
 from processes import cmdline, descendants, left_alive
+from doctor import knowledge
 from doctor.recipes.dryrun import steps_known
 from doctor.report.recipes_text import render_dry_run as render_text
 from doctor.rules.dryrun import evaluate_dry_run
@@ -46,6 +48,21 @@ def _leftover_work_dirs() -> set[str]:
     return set(glob.glob("/tmp/verl-doctor-dryrun-*"))
 
 
+def _private_ray_processes() -> set[int]:
+    """Processes of any private Ray instance the doctor starts (its temp dir on their command line):
+    the early head's are not the dry run's descendants once `ray start` has exited."""
+    prefix = knowledge.load("ray")["smoke"]["temp_prefix"]
+    out = set()
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if prefix.encode() in (d / "cmdline").read_bytes():
+                    out.add(int(d.name))
+            except OSError:
+                pass
+    return out
+
+
 @pytest.mark.realenv
 def test_the_working_lock_passes_the_dry_run_of_the_seed_recipe():
     before = _leftover_work_dirs()
@@ -67,9 +84,25 @@ def test_the_working_lock_passes_the_dry_run_of_the_seed_recipe():
     assert dry["stand_in_for"] == "Qwen/Qwen2.5-0.5B-Instruct" and steps["stand-in"]["status"] == "ok"
     assert "[2] GPU(s)" in doc["next_on_gpu"] and "tensor_model_parallel_size=2" in doc["next_on_gpu"]
     assert dry["ray"]["temp_removed"] and dry["ray"]["asked"]["runtime_env"]["env_vars"]["TOKENIZERS_PARALLELISM"] == "true"
+    # the private head was started beside the driver's import, and main_ppo's ray.init joined it
+    assert dry["ray"]["early_head"] == {"used": True}
     assert [f["id"] for f in doc["findings"]] == ["trainer.rows-dropped"]
     assert _leftover_work_dirs() <= before  # the stand-in and the events file are gone
     assert "[dry run]" in err  # progress lines on a non-terminal stderr
+
+
+@pytest.mark.realenv
+def test_the_stand_in_is_built_once_per_target_and_then_read_from_the_cache(tmp_path):
+    env = {"VERL_DOCTOR_CACHE_DIR": str(tmp_path / "cache")}
+    py = str(envs.build("working"))
+    runs = []
+    for _ in range(2):
+        p = recipes("run", "gsm8k-smoke-1gpu", "--dry-run", "--json", "--python", py, env=env)
+        assert p.returncode == 0, p.stderr[-2000:]
+        runs.append({s["name"]: s for s in json.loads(p.stdout)["dry_run"]["steps"]}["stand-in"]["detail"])
+    assert not runs[0].get("cached") and runs[1]["cached"] is True
+    assert runs[0]["vocab"] == runs[1]["vocab"] and runs[0]["texts"] == runs[1]["texts"]
+    assert len(list((tmp_path / "cache" / "stand-in").iterdir())) == 1  # one entry, no .part left
 
 
 @pytest.mark.realenv
@@ -125,6 +158,7 @@ def test_an_env_where_verl_does_not_import_fails_at_the_entry_module_with_its_ca
 @pytest.mark.realenv
 def test_ctrl_c_mid_dry_run_leaves_no_process_and_no_temp_dir(tmp_path):
     before = _leftover_work_dirs()
+    ray_before = _private_ray_processes()
     proc = subprocess.Popen([sys.executable, "-m", "doctor.recipes.cli", "run", "gsm8k-smoke-1gpu", "--dry-run",
                              "--python", str(envs.build("working"))], cwd=REPO, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -145,6 +179,7 @@ def test_ctrl_c_mid_dry_run_leaves_no_process_and_no_temp_dir(tmp_path):
     left = left_alive(seen, within=15)
     assert not left, [(p, cmdline(p)[:120]) for p in left]
     assert _leftover_work_dirs() <= before
+    assert not left_alive(_private_ray_processes() - ray_before, within=15)  # the early head's too
 
 
 # -- the rules on a recorded run --------------------------------------------------------------------

@@ -65,6 +65,13 @@ def ray_log_tails(tmp, names, tail_n):
 
 def remove_private_ray(tmp):
     """Kill what is left of the instance, remove its temp dir: (pids killed, whether it is gone)."""
+    killed = stop_private_ray(tmp)
+    _shutil.rmtree(tmp, ignore_errors=True)
+    return killed, not _os.path.exists(tmp)
+
+
+def stop_private_ray(tmp):
+    """Kill every process of the instance (its temp dir stays): the pids killed."""
     killed = []
     for _ in range(3):
         pids = own_pids(tmp)
@@ -77,5 +84,4 @@ def remove_private_ray(tmp):
             except OSError:
                 pass
         _time.sleep(0.3)
-    _shutil.rmtree(tmp, ignore_errors=True)
-    return sorted(set(killed)), not _os.path.exists(tmp)
+    return sorted(set(killed))

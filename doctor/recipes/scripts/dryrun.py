@@ -18,6 +18,7 @@
 #     dataloader, score one real row with the reward manager's compute_score, stop.
 # Each step writes an event line (JSON) to argv's "events" file, which the doctor reads live.
 # argv[1]: JSON {"overrides": [...], "events": path, "stand_in": dir|null, "train_file": path,
+#                "stand_in_cache": dir|null,
 #                "temp_prefix": str, "deadline_s": float}
 import threading
 import time
@@ -110,6 +111,7 @@ def finish(failure=None):
         if _done.is_set():
             return
         _done.set()
+        result["stand_in"] = reap_stand_in(failure)
         events = read_events()
         result["steps"] = assemble(events, failure if not result["reached_gpu"] else None)
         if failure is not None and not result["steps"] and not result["reached_gpu"]:
@@ -177,10 +179,124 @@ def write_stand_in(path, train_file):
     return {"path": path, "vocab": len(hf), "texts": len(texts)}
 
 
+STAND_IN_TITLE = "a tiny Qwen2 config and tokenizer (the model is not on this machine)"
+STAND_IN = {}  # the child writing it: {"pid", "out"}; the Ray worker's hook carries a copy (cloudpickle)
+
+
+def start_stand_in():
+    """Writes the stand-in in a forked child while the driver composes the config, imports the
+    trainer and Ray starts the TaskRunner: nothing reads it before TaskRunner.run asks for the
+    model's files (the worker waits there, wait_stand_in), so on 2 cores the ~7 s of training a
+    tokenizer costs (almost) nothing. The child writes the step's own events, then its outcome to
+    `out` ({"ok": bool, "value": ...}, renamed into place once complete)."""
+    out = EVENTS + ".stand-in.json"
+    pid = _os.fork()
+    if pid == 0:  # the child: one step, its outcome in a file, then out without running atexit hooks
+        outcome = {"ok": False}
+        try:
+            # Last in line for the CPU: the driver's import is on the dry run's critical path.
+            _os.nice(19)
+            outcome = {"ok": True, "value": step("stand-in", STAND_IN_TITLE,
+                                                 lambda: cached_stand_in(_req["stand_in"], _req["train_file"],
+                                                                         _req.get("stand_in_cache")),
+                                                 lambda v: v)}
+        except BaseException:  # noqa: BLE001 - its fail event is the fact
+            pass
+        finally:
+            try:
+                with open(out + ".part", "w") as fh:
+                    _json.dump(outcome, fh)
+                _os.rename(out + ".part", out)
+            finally:
+                _os._exit(0)
+    STAND_IN.update(pid=pid, out=out)
+
+
+STAND_IN_FORMAT = 1  # bump when write_stand_in writes something else
+
+
+def cached_stand_in(path, train_file, cache_root):
+    """The stand-in, built once per target and data file and then copied from the doctor's cache:
+    keyed by this interpreter, its transformers and tokenizers, the data file's path, size and mtime."""
+    import hashlib
+    import importlib.metadata as md
+    import shutil
+
+    if not cache_root:
+        return write_stand_in(path, train_file)
+    st = _os.stat(train_file)
+    ident = [STAND_IN_FORMAT, _sys.prefix, md.version("transformers"), md.version("tokenizers"),
+             _os.path.abspath(train_file), st.st_size, st.st_mtime_ns]
+    cached = _os.path.join(cache_root, hashlib.sha256(_json.dumps(ident).encode()).hexdigest()[:20])
+    try:
+        with open(_os.path.join(cached, "stand-in.json")) as fh:
+            value = _json.load(fh)
+        shutil.copytree(cached, path)
+        _os.remove(_os.path.join(path, "stand-in.json"))
+        value.update(path=path, cached=True)
+        return value
+    except (OSError, ValueError):
+        pass
+    value = write_stand_in(path, train_file)
+    try:  # into the cache under a temporary name, renamed once complete (two runs may race)
+        _os.makedirs(cache_root, exist_ok=True)
+        part = cached + ".part-%d" % _os.getpid()
+        shutil.copytree(path, part)
+        with open(_os.path.join(part, "stand-in.json"), "w") as fh:
+            _json.dump({k: v for k, v in value.items() if k != "path"}, fh)
+        _os.rename(part, cached)
+    except OSError:
+        shutil.rmtree(part, ignore_errors=True)
+    return value
+
+
+def read_stand_in(out):
+    try:
+        with open(out) as fh:
+            return _json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+def wait_stand_in():
+    """In the worker, before the model's files are read: the stand-in's outcome (raises if it failed)."""
+    if not STAND_IN:
+        return
+    end = time.time() + DEADLINE
+    while time.time() < end:
+        outcome = read_stand_in(STAND_IN["out"])
+        if outcome is not None:
+            if not outcome.get("ok"):
+                raise RuntimeError("the stand-in model could not be written (its step says why)")
+            return
+        time.sleep(0.1)
+
+
+def reap_stand_in(failure):
+    """In the driver at the end: the stand-in's value; a child still training when the run already
+    failed is stopped (nothing will read it)."""
+    if not STAND_IN:
+        return None
+    import signal
+
+    pid = STAND_IN["pid"]
+    try:
+        done, _ = _os.waitpid(pid, _os.WNOHANG)
+        if not done:
+            if failure is not None:
+                _os.kill(pid, signal.SIGKILL)
+            _os.waitpid(pid, 0)
+    except OSError:
+        pass
+    outcome = read_stand_in(STAND_IN["out"]) or {}
+    return outcome.get("value")
+
+
 # -- inside the Ray worker that runs the TaskRunner ----------------------------------------------------
 
-def wrap(owner, attr, name, title, detail=None, end=True):
-    """Replace owner.attr by a wrapper that writes the step's events around the real call."""
+def wrap(owner, attr, name, title, detail=None, end=True, before=None):
+    """Replace owner.attr by a wrapper that writes the step's events around the real call (after
+    `before()`, inside the step)."""
     import functools
 
     fn = getattr(owner, attr, None)
@@ -191,6 +307,8 @@ def wrap(owner, attr, name, title, detail=None, end=True):
     def wrapper(*a, **kw):
         event(name, "start", title=title)
         try:
+            if before is not None:
+                before()
             value = fn(*a, **kw)
         except BaseException as exc:
             event(name, "fail", error=describe_exception(exc))
@@ -217,13 +335,14 @@ def worker_setup():
     import verl.utils.fs as vfs
 
     for copy_name in ("copy_to_local", "copy_local_path_from_hdfs"):
-        wrap(vfs, copy_name, "model", "the model's files (verl.utils.fs." + copy_name + ")", end=False)
+        wrap(vfs, copy_name, "model", "the model's files (verl.utils.fs." + copy_name + ")", end=False,
+             before=wait_stand_in)
 
     def tokenizer_detail(tok, a, kw):
         event("workers", "start", title="the worker classes and the reward manager (TaskRunner.run)", implicit=True)
         return {"class": type(tok).__name__, "vocab": len(tok), "path": a[0] if a else kw.get("name_or_path"),
                 "eos": getattr(tok, "eos_token", None), "pad": getattr(tok, "pad_token", None)}
-    wrap(vu, "hf_tokenizer", "model", "the model's files and tokenizer", tokenizer_detail)
+    wrap(vu, "hf_tokenizer", "model", "the model's files and tokenizer", tokenizer_detail, before=wait_stand_in)
 
     from verl.utils.dataset import rl_dataset
 
@@ -310,17 +429,89 @@ def reward_on_a_row(trainer, batch):
 # -- the driver -------------------------------------------------------------------------------------
 
 
+
+
+NICE_HEAD = 4
+
+
+def _free_port():
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_head_early(tmp, num_cpus):
+    """Starts the private Ray head with Ray's own `ray start --head` while the driver imports the
+    trainer: ray.init spends ~5 s of its ~6 s waiting for the head's processes, and the import is
+    the driver's longest step, so they overlap. The head gets the private temp dir (no other
+    session's address file or sockets are touched), free ports, no dashboard, the CPU count
+    main_ppo will ask for; private_init joins it, or starts a fresh instance as before when it
+    cannot (ray start failed, or main_ppo asked for other resources)."""
+    import subprocess
+
+    cmd = [_sys.executable, "-c", "import sys; from ray.scripts.scripts import main; sys.argv[0] = 'ray'; main()",
+           "start", "--head", "--port", str(_free_port()), "--ray-client-server-port", str(_free_port()),
+           "--temp-dir", _os.path.join(tmp, "ray"), "--include-dashboard=false", "--disable-usage-stats"]
+    if num_cpus is not None:
+        cmd += ["--num-cpus", str(num_cpus)]
+    log = open(_os.path.join(tmp, "ray-start.log"), "w")
+    # Behind the driver's import for the CPU too (Ray's processes inherit it; by the time the TaskRunner's
+    # worker starts, the driver only waits).
+    return {"proc": subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     preexec_fn=lambda: _os.nice(NICE_HEAD)),
+            "num_cpus": num_cpus, "log": log.name}
+
+
+# ray.init's arguments that it refuses when joining a running cluster: main_ppo asking for any of them
+# means a fresh instance, as before.
+_START_ONLY = ("num_gpus", "resources", "labels", "object_store_memory", "storage", "_system_config",
+               "_enable_object_reconstruction")
+
+
+def join_head(early, kw, tmp):
+    """The address of the early head when main_ppo's ray.init can join it, else None (it is stopped)."""
+    if early is None:
+        return None
+    asked_cpus = kw.get("num_cpus")
+    try:
+        rc = early["proc"].wait(timeout=60)
+    except Exception:  # noqa: BLE001 - a head that does not come up is replaced, not waited for
+        early["proc"].kill()
+        rc = None
+    address = None
+    if rc == 0 and asked_cpus == early["num_cpus"] and not any(kw.get(k) for k in _START_ONLY):
+        try:
+            with open(_os.path.join(tmp, "ray", "ray_current_cluster")) as fh:
+                address = fh.read().strip() or None
+        except OSError:
+            address = None
+    if address is None:
+        result["ray"]["early_head"] = {"used": False, "exit": rc, "asked_cpus": asked_cpus}
+        stop_private_ray(tmp)
+    return address
+
+
+
 def main():
     global _tmp
     result["verl"], cfg_dir = verl_config_dir()
     overrides = list(_req["overrides"])
     if _req.get("stand_in"):
-        result["stand_in"] = step("stand-in", "a tiny Qwen2 config and tokenizer (the model is not on this machine)",
-                                  lambda: write_stand_in(_req["stand_in"], _req["train_file"]), lambda v: v)
+        start_stand_in()
 
     config = step("config", "verl's Hydra config (ppo_trainer) with the recipe's overrides",
                   lambda: compose_ppo_trainer(cfg_dir, overrides),
                   lambda c: {"config_dir": cfg_dir, "overrides": len(overrides)})
+
+    early = None
+    try:
+        wants = config.get("ray_init", {}).get("num_cpus") if "ray_init" in config else None  # 0.4+; 0.2/0.3 pass none
+        _tmp = private_ray_dir(_req.get("temp_prefix") or "/tmp/vd-")
+        early = start_head_early(_tmp, wants)
+    except Exception as exc:  # noqa: BLE001 - the early head is an optimisation: ray.init starts one as before
+        result["ray"]["early_head"] = {"used": False, "error": repr(exc)}
 
     def entry():
         import verl.trainer.main_ppo as mp
@@ -348,15 +539,20 @@ def main():
     real_init = ray.init
 
     def private_init(*a, **kw):
-        global _tmp
         result["ray"]["asked"] = _json.loads(_json.dumps(
             {"runtime_env": kw.get("runtime_env"), "num_cpus": kw.get("num_cpus"),
              "address": kw.get("address") or (a[0] if a else None)}, default=str))
-        _tmp = private_ray_dir(_req.get("temp_prefix") or "/tmp/vd-")
         env = dict(kw.get("runtime_env") or {})
         env["worker_process_setup_hook"] = worker_setup
-        kw.update(address="local", runtime_env=env, include_dashboard=False, log_to_driver=False)
         event("ray", "start", title="ray.init with main_ppo's arguments (a private instance)")
+        address = join_head(early, kw, _tmp)
+        if address is not None:  # joining a cluster takes no resources of its own: the head has them
+            for k in ("num_cpus", *_START_ONLY):
+                kw.pop(k, None)
+            kw.update(address=address, runtime_env=env, log_to_driver=False)
+            result["ray"]["early_head"] = {"used": True}
+        else:
+            kw.update(address="local", runtime_env=env, include_dashboard=False, log_to_driver=False)
         try:
             value = real_init(**kw)
         except BaseException as exc:
@@ -367,6 +563,8 @@ def main():
         return value
 
     ray.init = private_init
+    if _tmp is None:
+        _tmp = private_ray_dir(_req.get("temp_prefix") or "/tmp/vd-")
     try:
         mp.main(config)
     except BaseException:  # noqa: BLE001 - the stop (or the failure) is the fact
