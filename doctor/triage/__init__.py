@@ -175,6 +175,10 @@ def triage_text(text: str, path: str, python: str = "python", python_version: st
                      if i in in_region)
     fatal_hits = match(lines, region, [s for s in sp["signatures"] if s.get("fatal")])
     failed = not completed and bool(markers or (last_step_idx is None and fatal_hits))
+    if not failed and not completed:
+        waiting = _waiting_at_end(lines, sp)
+        if waiting:
+            failed, markers = True, [(i, "waiting") for i in waiting]
     t = Triage(log=path, lines=len(lines), failed=failed,
                status="failed" if failed else "completed" if completed else "no-failure-evidence",
                last_step=last_step, last_step_line=None if last_step_idx is None else last_step_idx + 1,
@@ -205,7 +209,8 @@ def triage_text(text: str, path: str, python: str = "python", python_version: st
         elif symptoms:
             t.findings += findings_for(symptoms, lines, severity="error", python=python, known=known)
         else:
-            t.findings.append(_unrecognized(lines, start, markers, failure, log_stack, path, python, last_step))
+            t.findings.append(_by_class(failure, lines, region, python, known, last=True)
+                              or _unrecognized(lines, start, markers, failure, log_stack, path, python, last_step))
     t.findings += findings_for(warn_hits, lines, severity="warning", python=python, known=known)
     for f in t.findings:
         hold_unrunnable(f)
@@ -214,6 +219,32 @@ def triage_text(text: str, path: str, python: str = "python", python_version: st
 
 _TRACEBACK_M = re.compile(r"^[ \t]*Traceback \(most recent call last\):", re.M)
 _EXC_LINE = re.compile(r"^\s*(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b")
+
+
+def _waiting_at_end(lines: list[str], sp: dict) -> list[int]:
+    """The retry lines a log ends in (knowledge/triage.yaml wait_lines): at least `repeats` of the
+    same line (numbers aside) with nothing after them but prose or blank lines; else []."""
+    if sp["wait"] is None:
+        return []
+    rx, repeats = sp["wait"]
+    found: list[int] = []
+    for i in range(len(lines) - 1, max(-1, len(lines) - 60), -1):
+        ln = lines[i]
+        if rx.search(ln):
+            found.append(i)
+        elif found and ln.strip() and not _looks_like_prose(ln):
+            break
+        elif not found and ln.strip() and not _looks_like_prose(ln):
+            return []
+    same = {re.sub(r"\d+(?:\.\d+)?", "N", lines[i]).strip() for i in found}
+    return sorted(found) if len(found) >= repeats and len(same) == 1 else []
+
+
+def _looks_like_prose(line: str) -> bool:
+    """What a person writes under a paste (a fence, a question, a heading or quote), not a log line:
+    anything else after the retry lines (say "Server is up") means the wait ended."""
+    s = line.strip()
+    return s.startswith(("```", "#", ">")) or s.endswith("?")
 
 
 def _benign_lines(lines: list[str], start: int) -> set[int]:
@@ -260,20 +291,22 @@ def _root_document(failure: Failure, log_stack: dict) -> dict | None:
 
 
 def _by_class(failure: Failure, lines: list[str], region: list[int], python: str, known: dict,
-              decisive_only: bool = False) -> Finding | None:
+              decisive_only: bool = False, last: bool = False) -> Finding | None:
     """The finding of the first failure class (knowledge/triage.yaml) the failure belongs to; with
     `decisive_only`, only a class keyed by an errno or a signal."""
-    hit = classify(failure, lines, region, decisive_only)
+    hit = classify(failure, lines, region, decisive_only, last)
     if hit is None:
         return None
     cls, raised, groups = hit
+    line = groups.pop("_line", None)  # the line a text-only class read, where no exception matched
     # alternatives of one pattern name their groups dist/dist2, need/need2
     for k in [k for k in groups if k[-1].isdigit()]:
         groups.setdefault(k.rstrip("0123456789"), groups.pop(k))
-    idx = sorted({raised.start, raised.line} if raised is not None else set())
+    idx = sorted({raised.start, raised.line} if raised is not None else {line} if line is not None else set())
     if failure.signal and not idx:
         idx = [i for i in region if failure.signal in lines[i] or "exitcode" in lines[i] or "signal" in lines[i].lower()][-3:]
-    message = short(raised.text, 160) if raised is not None else f"died of {failure.signal}"
+    message = (short(raised.text, 160) if raised is not None else short(lines[line], 160) if line is not None
+               else f"died of {failure.signal}")
     ev = evidence(lines, idx) + failure.describe() + [f"failure class: {cls['source']}"]
     if groups.get("heads", "").isdigit() and groups.get("tp", "").isdigit():
         # the TP size that fits: divides the heads and the GPUs the configured size was set for
@@ -309,7 +342,7 @@ def _unrecognized(lines: list[str], start: int, markers: list[tuple[int, str]], 
         ev = evidence(lines, idx) + failure.describe() + [when]
         if r.owner and r.owner != "stdlib" and log_stack.get(canonicalize_name(r.owner)):
             ev.append(f"{r.owner} {log_stack[canonicalize_name(r.owner)]} (the version the log shows)")
-        if f is not None and r.owner is None:
+        if f is not None and r.owner is None and r.message:  # a cut traceback: its last frame raised nothing we saw
             return make("runtime.app-error", ev, message=message, where=f"{f.path}:{f.line} in {f.func}")
         return make("runtime.unrecognized-failure", ev, message=message, **params)
     if failure.signal:

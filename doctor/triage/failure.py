@@ -23,6 +23,10 @@ from doctor.signatures import specificity as message_specificity
 _TRACEBACK = re.compile(r"^\s*(?:\S+\s+)?Traceback \(most recent call last\)")
 _FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
 # IPython / Jupyter frames: "[/usr/local/lib/python3.11/dist-packages/datasets/builder.py](…) in as_dataset(…)"
+# a frame line whose head a paste cut off ('Monet/RL/verl/utils/dataset.py", line 227, in _build_messages')
+_CUT_FRAME = re.compile(r'^\s*(?P<path>[^\s"]+\.pyx?)", line (?P<line>\d+), in (?P<func>\S+)')
+# IPython 8's frame line: 'File ~/pkg/mod.py:670, in find_diff_features(cistopic_obj, …)'
+_IPY_FRAME = re.compile(r"^\s*File (?P<path>[~/]\S+?\.pyx?):(?P<line>\d+), in (?P<func>[\w<>.]+)")
 _NB_FRAME = re.compile(r"^\s*\[?(?P<path>/[^\s\]\[()]+\.py)\]?(?:\([^)]*\))? in (?P<func>[\w<>]+)")
 # "pkg.mod.SomeError: message", "RayTaskError(KeyError): ray::f()", "KeyError: 'x'", "Killed" is not one
 _EXC = re.compile(r"^\s*(?P<type>(?:[A-Za-z_]\w*\.)*(?:(?:[A-Z]\w*)?(?:Error|Exception|Exit|Interrupt|Failure)|"
@@ -49,7 +53,8 @@ _LOGGER_PREFIX = re.compile(r"^\s*(?:(?:ERROR|WARNING|INFO|DEBUG|CRITICAL) \d\d-
                             r"|[EWIF]\d{4} [\d:.]+\s+\d+ [\w.-]+:\d+\] "
                             r"|\d{4}-\d\d-\d\d[ T][\d:,.]+ - [\w.-]+ - (?:ERROR|CRITICAL) - )")
 # a fork's vendored verl (Archer2.0/verl/workers/…, TinyZero/verl/trainer/…): verl's code, not the user's
-_VERL_FORK = re.compile(r"/verl/(?:workers|trainer|utils|single_controller|models|third_party|protocol)\b")
+# (or a frame whose head a paste cut off: verl/utils/… at the start of the path)
+_VERL_FORK = re.compile(r"(?:/|^)verl/(?:workers|trainer|utils|single_controller|models|third_party|protocol)\b")
 _STDLIB = re.compile(r"/lib/python3\.\d+/(?!site-packages|dist-packages)|^<frozen ")
 
 
@@ -140,7 +145,10 @@ class Failure:
         if r is not None:
             out.append(f"root exception: {r.text[:200]}")
             f = r.raising_frame
-            if f is not None:
+            if f is not None and not r.message:
+                out.append(f"last frame shown: {f.path}:{f.line} in {f.func} (the paste ends before the exception's "
+                           "message: it was raised further in)")
+            elif f is not None:
                 out.append(f"raised at {f.path}:{f.line} in {f.func}"
                            + (f" ({r.owner}'s code)" if r.owner and r.owner != "stdlib" else
                               " (your code)" if r.owner is None else ""))
@@ -252,6 +260,7 @@ def exceptions(lines: list[str], region: list[int]) -> list[Raised]:
     out: list[Raised] = []
     frames: list[Frame] = []
     start: int | None = None
+    header_type = ""
     for i in region:
         raw = lines[i]
         ln = _LOGGER_PREFIX.sub("", raw, 1)
@@ -259,10 +268,15 @@ def exceptions(lines: list[str], region: list[int]) -> list[Raised]:
             ln = ln.lstrip("*`")   # a paste's Markdown: "**RuntimeError: …**"
         if _TRACEBACK.match(ln):
             if start is not None and frames:   # a cut traceback: its exception line never came
-                out.append(Raised("", "", start, start, frames))
+                out.append(Raised(header_type, "", start, start, frames))
             start, frames = i, []
+            # IPython names the exception in its header ("OSError    Traceback (most recent call last)"):
+            # the type is known even where the paste is cut before the exception line
+            hm = _EXC.match(ln.split("Traceback", 1)[0].strip() + ":")
+            header_type = hm["type"] if hm else ""
             continue
-        fm = _FRAME.match(ln) or (_NB_FRAME.match(ln) if start is not None else None)
+        fm = (_FRAME.match(ln) or _CUT_FRAME.match(ln) or _IPY_FRAME.match(ln)
+              or (_NB_FRAME.match(ln) if start is not None else None))
         if fm:
             if start is None:
                 start = i
@@ -301,7 +315,7 @@ def exceptions(lines: list[str], region: list[int]) -> list[Raised]:
             r.wrapper = is_wrapper(r)
             out.append(r)
     if start is not None and frames:
-        out.append(Raised("", "", start, start, frames))
+        out.append(Raised(header_type, "", start, start, frames))
     return out
 
 
@@ -360,16 +374,17 @@ def _classes() -> list[dict]:
     return out
 
 
-def classify(failure: Failure, lines: list[str], region: list[int],
-             decisive_only: bool = False) -> tuple[dict, Raised | None, dict] | None:
+def classify(failure: Failure, lines: list[str], region: list[int], decisive_only: bool = False,
+             last: bool = False) -> tuple[dict, Raised | None, dict] | None:
     """The first failure class (knowledge/triage.yaml) that the root — then the other exceptions of
-    the region, most specific first — belongs to: (class, the exception, its named groups)."""
+    the region, most specific first — belongs to: (class, the exception, its named groups). `last`:
+    only the classes marked last (tried after the symptom signatures), else only the others."""
     ranked = [failure.root] if failure.root else []
     ranked += sorted((r for r in failure.raised if r is not failure.root and not r.wrapper),
                      key=lambda r: -specificity(r))
     region_text = "\n".join(lines[i] for i in region[-400:])
     for c in _classes():
-        if decisive_only and not (c["errno"] or c["signal"]):
+        if (decisive_only and not (c["errno"] or c["signal"])) or bool(c.get("last")) != last:
             continue
         rx = c["rx"]
         if c["signal"]:
@@ -394,4 +409,11 @@ def classify(failure: Failure, lines: list[str], region: list[int],
                     groups.update({k: v for k, v in m.groupdict().items() if v})
             if ok:
                 return c, r, groups
+        if set(rx) == {"text"} and not c["errno"]:
+            # a class keyed by text alone also reads a failure that raised no exception (a build's
+            # "unable to execute …", a logger's ERROR line): the first line of the region it names
+            for i in region[-400:]:
+                m = rx["text"].search(lines[i])
+                if m:
+                    return c, None, {**{k: v for k, v in m.groupdict().items() if v}, "_line": i}
     return None

@@ -143,3 +143,57 @@ def test_a_quote_wrapped_over_lines_is_one_message():
     assert _join_open_spans(["ERROR", "`flash.so: undefined", " symbol: _ZN3c10`", "next"]) == \
         ["ERROR", "`flash.so: undefined symbol: _ZN3c10`", "next"]
     assert _join_open_spans(['a " b', "", "c"]) == ['a " b', "", "c"]   # never across a paragraph
+
+
+def test_batch_d_stays_named_after_learning():
+    # first look 11/29, 0/9 false alarms (docs/research/triage-fresh-2026-12-02d.md); learnt to 20/29
+    score, _ = run_batch(REPO / "tests" / "data" / "corpus" / "fresh-2026-12-02d")
+    assert score["named"] >= 20 and score["false_alarms"] == 0 and score["refused_total"] == 0, score
+
+
+# -- the structures batch d taught, each on a log written here (not the batch's own pastes) -----------
+
+def _first(text: str):
+    t = triage_text(text, "x.log")
+    return t, t.findings[0]
+
+
+def test_a_librarys_concrete_advice_is_quoted_when_nothing_else_knows_the_cause():
+    t, f = _first("Traceback (most recent call last):\n  File \"/x/site-packages/foo/core.py\", line 3, in go\n"
+                  "RuntimeError: the cache is stale. Please set `FOO_CACHE_DIR` to a writable directory.\n")
+    assert f.id == "runtime.library-advice" and "FOO_CACHE_DIR" in f.fix.summary
+    # a debugging hint is not advice; neither is advice that names nothing concrete
+    _, g = _first("Traceback (most recent call last):\n  File \"/x/site-packages/foo/core.py\", line 3, in go\n"
+                  "RuntimeError: it broke. For debugging consider passing CUDA_LAUNCH_BLOCKING=1.\n")
+    _, h = _first("Traceback (most recent call last):\n  File \"/x/site-packages/foo/core.py\", line 3, in go\n"
+                  "ValueError: bad modules. Please check the modules and try again.\n")
+    assert g.id == h.id == "runtime.unrecognized-failure"
+
+
+def test_a_log_that_ends_in_the_same_retry_line_is_a_run_waiting_for_a_server():
+    retry = "2026-01-02 10:00:0{} INFO client - Server is not up yet. Retrying in 2.0 seconds...\n"
+    t, f = _first("".join(retry.format(i) for i in range(4)) + "\nwhat do I do?\n")
+    assert t.failed and f.id == "runtime.waiting-for-service"
+    # the wait ended: a later log line means the server came up
+    t2 = triage_text("".join(retry.format(i) for i in range(4)) + "2026-01-02 10:00:09 INFO client - connected\n", "x")
+    assert not t2.failed
+
+
+def test_a_placeholder_a_path_list_and_an_unquoted_override_are_named():
+    _, f = _first("wandb: ERROR Error while calling W&B API: project your_project not found (<Response [404]>)\n"
+                  "Error executing job with overrides: []\n")
+    assert f.id == "setting.placeholder" and "your_project" in f.title
+    _, g = _first("error: command '/opt/cuda-12.1:/usr/local/cuda/bin/nvcc' failed with exit status 1\n")
+    assert g.id == "setting.path-list" and "export CUDA_HOME=/opt/cuda-12.1" in g.fix.commands
+    _, h = _first("LexerNoViableAltException: trainer.experiment_name=my run\n"
+                  "See https://hydra.cc/docs/1.2/advanced/override_grammar/basic for details\n")
+    assert h.id == "config.override-syntax"
+
+
+def test_a_cut_frame_and_an_ipython_header_still_give_a_root_and_its_owner():
+    t, f = _first('verl/utils/dataset/rl_dataset.py", line 227, in _build_messages\n'
+                  "    prompt = example[self.prompt_key]\nKeyError: 'question\n")
+    assert f.id == "runtime.data-file" and t.root["owner"] == "verl"
+    t2, _ = _first("OSError                                   Traceback (most recent call last)\n"
+                   "File ~/src/mylib/run.py:12, in main()\n     11 if n > 1:\n---> 12     ray.init(num_cpus=n)\n")
+    assert t2.failed and t2.root["type"] == "OSError"
