@@ -1,0 +1,142 @@
+"""`doctor fix --yes` and `doctor rollback --yes` on the fresh env batch (issue 24: "the fix that `doctor fix
+--yes` applies restores it (the failing import or first use passes), rollback restores the broken state
+exactly"). The envs are benchmarks/build_env_batch.py's, under /tmp/envbatch; each case that breaks
+something is run the way a user runs it, with the case's settings in the environment:
+
+    1. the env's state: `uv pip freeze` and every file under site-packages (path, size, sha256 of the
+       first 64 KiB — the files a change writes over another dist's keep their path and often their size);
+    2. `doctor fix --yes --json --python ENV/bin/python` (its exit: 0 fixed, 1 errors remain);
+    3. the case's broken imports, each in a new process (`python -c "import X"`), and `uv pip check`;
+    4. `doctor rollback --yes --python ENV/bin/python`, then the state again, compared with step 1.
+
+A setting case has no package change to make: `doctor fix` prints the command line without the setting;
+the script runs the case's imports without it (`env -u VAR`) to show that the printed fix works, and
+checks that `doctor fix --yes` changed no file.
+
+    python benchmarks/env_batch_fix.py [--root /tmp/envbatch] [--only NAME …] [--json]
+
+The envs are changed and restored in place; run it on a batch nobody else is using."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+CASES = REPO / "benchmarks" / "env_batch" / "CASES.yaml"
+UV = shutil.which("uv") or str(Path(sys.executable).with_name("uv"))
+
+
+def state(py: Path) -> dict:
+    """What a rollback has to restore: the distributions and the files of site-packages."""
+    freeze = subprocess.run([UV, "pip", "freeze", "--python", str(py)], capture_output=True, text=True).stdout
+    site = next(py.parent.parent.glob("lib/python3.*/site-packages"))
+    files = {}
+    for p in sorted(site.rglob("*")):
+        if p.is_file() and "__pycache__" not in p.parts:
+            with open(p, "rb") as fh:
+                files[str(p.relative_to(site))] = (p.stat().st_size, hashlib.sha256(fh.read(65536)).hexdigest()[:16])
+    return {"freeze": freeze.splitlines(), "files": files}
+
+
+def diff(a: dict, b: dict) -> list[str]:
+    out = [f"- {x}" for x in sorted(set(a["freeze"]) - set(b["freeze"]))]
+    out += [f"+ {x}" for x in sorted(set(b["freeze"]) - set(a["freeze"]))]
+    fa, fb = a["files"], b["files"]
+    changed = [k for k in fa.keys() & fb.keys() if fa[k] != fb[k]]
+    out += [f"files: {len(fa.keys() - fb.keys())} gone, {len(fb.keys() - fa.keys())} new, {len(changed)} changed"] \
+        if (fa.keys() ^ fb.keys()) or changed else []
+    return out
+
+
+def imports_pass(py: Path, modules: list[str], env: dict) -> dict[str, bool]:
+    return {m: subprocess.run([str(py), "-c", f"import {m}"], capture_output=True, env=env, cwd="/tmp",
+                              timeout=300).returncode == 0 for m in modules}
+
+
+def doctor(*args: str, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "doctor", *args], capture_output=True, text=True, env=env, cwd=REPO,
+                          timeout=1800)
+
+
+def run_case(case: dict, root: Path) -> dict:
+    env_dir = root / case["name"]
+    py = env_dir / "bin" / "python"
+    meta = json.loads((env_dir / "case.json").read_text())
+    settings = meta.get("env") or {}
+    env = {**os.environ, **settings}
+    modules = [b for b in case["breaks"] if "." not in b or b.startswith(("verl.", "vllm."))]
+    row: dict = {"name": case["name"], "kind": case["kind"]}
+    before = state(py)
+    t0 = time.perf_counter()
+    p = doctor("fix", "--yes", "--json", "--python", str(py), env=env)
+    row["fix_seconds"] = round(time.perf_counter() - t0, 1)
+    row["fix_exit"] = p.returncode
+    try:
+        doc = json.loads(p.stdout)
+    except ValueError:
+        doc = {}
+    row["status"] = doc.get("status")
+    row["fixed"] = doc.get("fixed") or []
+    row["remaining_errors"] = doc.get("remaining_errors") or []
+    row["reason"] = doc.get("reason")
+    after = state(py)
+    row["changed"] = diff(before, after)
+    if case["kind"] == "setting":
+        clean = {k: v for k, v in os.environ.items() if k not in settings}
+        row["imports_after"] = imports_pass(py, modules, env)          # the fix changed nothing: still broken
+        row["imports_without_setting"] = imports_pass(py, modules, clean)
+    else:
+        row["imports_after"] = imports_pass(py, modules, env)
+    check = subprocess.run([UV, "pip", "check", "--python", str(py)], capture_output=True, text=True)
+    row["uv_pip_check_after"] = "clean" if check.returncode == 0 else check.stdout.strip().splitlines()[-1:]
+    if row["changed"]:
+        r = doctor("rollback", "--yes", "--python", str(py), env=env)
+        row["rollback_exit"] = r.returncode
+        row["rollback_diff"] = diff(before, state(py))
+    return row
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--root", default="/tmp/envbatch")
+    ap.add_argument("--only", nargs="*")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    rows = []
+    for c in yaml.safe_load(CASES.read_text()):
+        if not c.get("breaks") or (args.only and c["name"] not in args.only):
+            continue
+        row = run_case(c, Path(args.root))
+        rows.append(row)
+        print(json.dumps(row), file=sys.stderr)
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    print("| case | kind | `doctor fix --yes` exit | what it changed | broken imports after | uv pip check after | "
+          "rollback: the broken state again |\n|---|---|---|---|---|---|---|")
+    for r in rows:
+        imp = r["imports_after"]
+        after = "all pass" if all(imp.values()) else "fail: " + ", ".join(k for k, v in imp.items() if not v)
+        if "imports_without_setting" in r:
+            w = r["imports_without_setting"]
+            after += " (without the setting: " + ("all pass" if all(w.values()) else "still fail") + ")"
+        rb = ("exact" if not r.get("rollback_diff") else "; ".join(r["rollback_diff"][:3])) if r["changed"] else "nothing to undo"
+        changed = "; ".join(r["changed"][:4]) or "nothing"
+        print(f"| {r['name']} | {r['kind']} | {r['fix_exit']} ({r['status']}; fixed: {', '.join(r['fixed']) or '-'}) | "
+              f"{changed} | {after} | "
+              f"{r['uv_pip_check_after'] if isinstance(r['uv_pip_check_after'], str) else r['uv_pip_check_after'][0]} | {rb} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
