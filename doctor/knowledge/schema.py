@@ -102,7 +102,7 @@ SCHEMAS: dict[str, Any] = {
             "imports": {"modules": [TEXT], "finding": TEXT}, "smoke": Map(Any)},
     "dryrun": {"deadline_s": NUMBER, "next_on_gpu": TEXT,
                "steps": [{"id": TEXT, "title": TEXT, "where": ("driver", "ray", "task"), "follows": TEXT,
-                          "optional?": bool}]},
+                          "optional?": bool, "trainer?": ("v0", "v1")}]},
     "stack": {
         # family: a name of families.yaml (checked by knowledge.stacks()).
         "name": TEXT, "family": TEXT, "default?": bool, "description": TEXT, "python": [TEXT], "platform": TEXT,

@@ -131,7 +131,8 @@ def next_on_gpu(dry: dict) -> str | None:
     nxt = dry.get("next_on_gpu")
     if not nxt:
         return None
-    return knowledge.load("dryrun")["next_on_gpu"].format(gpus=nxt.get("resource_pool"), rollout=nxt.get("rollout"),
+    return knowledge.load("dryrun")["next_on_gpu"].format(call=nxt.get("call") or "RayPPOTrainer.init_workers()",
+                                                          gpus=nxt.get("resource_pool"), rollout=nxt.get("rollout"),
                                                           tp=nxt.get("tp"))
 
 

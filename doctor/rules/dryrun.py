@@ -47,6 +47,9 @@ def step_findings(dry: dict, spec: dict, recipe: str, python: str) -> list[Findi
             raise cannot_look("dryrun", f"not reached: an earlier step failed ({failed[0]['name']})")
         if spec["id"] == "stand-in":
             raise cannot_look("dryrun", "the model is on this machine: no stand-in needed")
+        trainer = "v1" if dry.get("entry") == "TaskRunnerV1" else "v0"
+        if spec.get("trainer") and spec["trainer"] != trainer:
+            raise cannot_look("dryrun", f"verl {dry.get('verl') or '?'}'s {trainer.upper()} trainer has no such step")
         if spec.get("optional"):
             raise cannot_look("dryrun", f"verl {dry.get('verl') or '?'} has no such step")
         raise cannot_look("dryrun", "the dry run did not report this step")

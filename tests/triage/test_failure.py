@@ -197,3 +197,21 @@ def test_a_cut_frame_and_an_ipython_header_still_give_a_root_and_its_owner():
     t2, _ = _first("OSError                                   Traceback (most recent call last)\n"
                    "File ~/src/mylib/run.py:12, in main()\n     11 if n > 1:\n---> 12     ray.init(num_cpus=n)\n")
     assert t2.failed and t2.root["type"] == "OSError"
+
+
+@pytest.mark.parametrize("line,fid,words", [
+    # the modern stack's classes (decisive lines of the threads in docs: vllm#14189, vllm#31700, sglang#5247)
+    ("AssertionError: Expandable segments are not compatible with memory pool.", "setting.allocator-sleep-mode",
+     "free_cache_engine=False"),
+    ("torch.AcceleratorError: CUDA error: the provided PTX was compiled with an unsupported toolchain.",
+     "gpu.driver-too-old", "driver"),
+    ("ImportError: /v/lib/python3.12/site-packages/sgl_kernel/common_ops.abi3.so: undefined symbol: "
+     "_ZN5torch3jit17parseSchemaOrNameERKSsb", "extension.abi-mismatch", "sgl_kernel"),
+    ("ray.exceptions.AuthenticationError: Authentication failed: Forbidden: Invalid authentication token. Token "
+     "authentication is enabled for this Ray cluster. Set RAY_AUTH_MODE=disabled to opt out.",
+     "runtime.library-advice", "RAY_AUTH_MODE=disabled"),
+])
+def test_the_modern_stacks_failure_classes_are_named(line, fid, words):
+    _, f = _first(line + "\n")
+    assert f.id == fid, (f.id, f.title)
+    assert words in " ".join([f.title, f.fix.summary, *f.fix.commands])

@@ -5,6 +5,9 @@
 # config straight to the function), so every era runs its own code:
 #   0.2.x   main -> run_ppo -> ray.init -> main_task.remote(config)    (a Ray task)
 #   0.3/0.4 main -> run_ppo -> ray.init -> TaskRunner.remote().run(config)  (a Ray actor)
+#   0.9     main -> validate_config -> run_ppo -> ray.init -> TaskRunnerV1.remote().run(config): transfer
+#           queue, PPOTrainer(config).init() -> _init_tokenizer, _init_dataloader, then
+#           _init_resource_pool_mgr: the placement groups of GPUs (the V1 trainer's first GPU call)
 # and inside it copy_to_local / copy_local_path_from_hdfs, hf_tokenizer, the worker classes, the
 # reward manager, RLHFDataset, RayPPOTrainer._validate_config and ._create_dataloader, until
 # RayPPOTrainer.init_workers(): the first call that needs GPUs (it asks Ray for placement groups
@@ -354,7 +357,12 @@ def worker_setup():
     wrap(rl_dataset.RLHFDataset, "__init__", "dataset", "verl's RLHFDataset over the recipe's parquet files",
          dataset_detail)
 
-    from verl.trainer.ppo import ray_trainer as rt
+    setup_v1()
+    try:
+        from verl.trainer.ppo import ray_trainer as rt
+    except ImportError:  # a verl without the V0 trainer
+        event("task-runner", "worker", detail={"setup_s": round(time.time() - t0, 3)})
+        return
 
     wrap(rt.RayPPOTrainer, "_validate_config", "validate", "RayPPOTrainer._validate_config (verl's batch and micro-batch checks)")
 
@@ -369,35 +377,99 @@ def worker_setup():
                 "total_training_steps": int(getattr(self, "total_training_steps", 0) or 0),
                 "val_rows": len(self.val_dataset) if getattr(self, "val_dataset", None) is not None else None,
                 "val_batches": len(self.val_dataloader) if getattr(self, "val_dataloader", None) is not None else None}
-    wrap(rt.RayPPOTrainer, "_create_dataloader", "dataloader", "RayPPOTrainer._create_dataloader (verl's batch arithmetic)",
+    wrap(rt.RayPPOTrainer, "_create_dataloader", "dataloader", "the train dataloader (verl's batch arithmetic: "
+         "RayPPOTrainer._create_dataloader, PPOTrainer._init_dataloader)",
          loader_detail)
 
     def first_batch_then_stop(self, *a, **kw):
-        event("batch", "start", title="the first batch from verl's train dataloader")
-        try:
-            batch = next(iter(self.train_dataloader))
-        except BaseException as exc:
-            event("batch", "fail", error=describe_exception(exc))
-            raise
-        shapes = {k: list(v.shape) for k, v in batch.items() if hasattr(v, "shape")}
-        event("batch", "end", detail={"keys": sorted(batch), "shapes": shapes})
-        reward_on_a_row(self, batch)
-        cfg = self.config
-        gpus = [int(cfg.trainer.n_gpus_per_node)] * int(cfg.trainer.nnodes)
-        event("gpu", "stop", detail={"resource_pool": gpus, "rollout": str(cfg.actor_rollout_ref.rollout.name),
-                                     "tp": int(cfg.actor_rollout_ref.rollout.get("tensor_model_parallel_size", 1))})
-        raise RuntimeError("verl-doctor dry run: stopped before RayPPOTrainer.init_workers (the first GPU call)")
+        batch = first_batch(self.train_dataloader)
+        fn = getattr(self.reward_fn, "compute_score", None)
+        reward_on_a_row(fn, self, batch, "the reward manager %s has no compute_score" % type(self.reward_fn).__name__)
+        stop_before_gpu(self.config, "RayPPOTrainer.init_workers()")
 
     rt.RayPPOTrainer.init_workers = first_batch_then_stop
     event("task-runner", "worker", detail={"setup_s": round(time.time() - t0, 3)})
 
 
-def reward_on_a_row(trainer, batch):
+def first_batch(dataloader):
+    event("batch", "start", title="the first batch from verl's train dataloader")
+    try:
+        batch = next(iter(dataloader))
+    except BaseException as exc:
+        event("batch", "fail", error=describe_exception(exc))
+        raise
+    shapes = {k: list(v.shape) for k, v in batch.items() if hasattr(v, "shape")}
+    event("batch", "end", detail={"keys": sorted(batch), "shapes": shapes})
+    return batch
+
+
+def stop_before_gpu(cfg, call):
+    gpus = [int(cfg.trainer.n_gpus_per_node)] * int(cfg.trainer.nnodes)
+    event("gpu", "stop", detail={"call": call, "resource_pool": gpus, "rollout": str(cfg.actor_rollout_ref.rollout.name),
+                                 "tp": int(cfg.actor_rollout_ref.rollout.get("tensor_model_parallel_size", 1))})
+    raise RuntimeError("verl-doctor dry run: stopped before %s (the first GPU call)" % call)
+
+
+def setup_v1():
+    """The V1 trainer (verl 0.9: TaskRunnerV1 -> PPOTrainer): its steps wrapped in this worker, and its
+    first GPU call, _init_resource_pool_mgr (placement groups), replaced by the first batch, a reward
+    on a real row and the stop. Nothing where this verl has no V1 trainer."""
+    try:
+        import transfer_queue as tq
+        from verl.trainer.ppo.v1 import trainer_base as tb
+    except ImportError:
+        return
+    wrap(tq, "init", "transfer-queue", "transfer_queue.init (the V1 trainer's data plane, Ray actors)")
+
+    def tokenizer_detail(_v, a, kw):
+        tok = a[0].tokenizer
+        return {"class": type(tok).__name__, "vocab": len(tok), "eos": getattr(tok, "eos_token", None),
+                "pad": getattr(tok, "pad_token", None)}
+    wrap(tb.PPOTrainer, "_init_tokenizer", "model", "the model's files and tokenizer", tokenizer_detail,
+         before=wait_stand_in)
+
+    def loader_detail(_v, a, kw):
+        self = a[0]
+        cfg = self.config
+        rows = len(self.train_dataset)
+        batch = int(cfg.data.get("gen_batch_size", None) or cfg.data.train_batch_size)
+        per_epoch = len(self.train_dataloader)
+        return {"train_rows": rows, "batch_size": batch, "batches_per_epoch": per_epoch,
+                "rows_dropped_per_epoch": rows - per_epoch * batch, "epochs": int(cfg.trainer.total_epochs),
+                "total_training_steps": int(getattr(self, "total_training_steps", 0) or 0),
+                "val_rows": len(self.val_dataset), "val_batches": len(self.val_dataloader)}
+    wrap(tb.PPOTrainer, "_init_dataloader", "dataloader", "the train dataloader (verl's batch arithmetic: "
+         "RayPPOTrainer._create_dataloader, PPOTrainer._init_dataloader)", loader_detail)
+
+    def first_batch_then_stop(self, *a, **kw):
+        batch = first_batch(self.train_dataloader)
+        fn = None
+        try:
+            from verl.trainer.ppo.reward import get_custom_reward_fn
+            fn = get_custom_reward_fn(self.config)
+        except ImportError:
+            pass
+        if fn is None:
+            from verl.utils.reward_score import default_compute_score as fn
+        reward_on_a_row(fn, self, batch, None)
+        stop_before_gpu(self.config, "PPOTrainer._init_resource_pool_mgr()")
+
+    import verl.trainer.ppo.v1  # noqa: F401 - every trainer mode's class, to patch the ones that override
+
+    def subclasses(cls):
+        for sub in cls.__subclasses__():
+            yield sub
+            yield from subclasses(sub)
+    for cls in [tb.PPOTrainer, *subclasses(tb.PPOTrainer)]:
+        if "_init_resource_pool_mgr" in cls.__dict__:
+            cls._init_resource_pool_mgr = first_batch_then_stop
+
+
+def reward_on_a_row(fn, trainer, batch, skipped):
     event("reward", "start", title="the reward function on a real row (compute_score)")
     try:
-        fn = getattr(trainer.reward_fn, "compute_score", None)
         if fn is None:
-            event("reward", "end", detail={"skipped": "the reward manager %s has no compute_score" % type(trainer.reward_fn).__name__})
+            event("reward", "end", detail={"skipped": skipped})
             return
         if "data_source" in batch and "reward_model" in batch:
             source, truth = batch["data_source"][0], batch["reward_model"][0]["ground_truth"]
@@ -507,7 +579,12 @@ def main():
 
     early = None
     try:
-        wants = config.get("ray_init", {}).get("num_cpus") if "ray_init" in config else None  # 0.4+; 0.2/0.3 pass none
+        from omegaconf import OmegaConf
+
+        # 0.4: ray_init.num_cpus; 0.5+: ray_kwargs.ray_init.num_cpus; 0.2/0.3 pass none
+        wants = OmegaConf.select(config, "ray_init.num_cpus", default=None)
+        if wants is None:
+            wants = OmegaConf.select(config, "ray_kwargs.ray_init.num_cpus", default=None)
         _tmp = private_ray_dir(_req.get("temp_prefix") or "/tmp/vd-")
         early = start_head_early(_tmp, wants)
     except Exception as exc:  # noqa: BLE001 - the early head is an optimisation: ray.init starts one as before
@@ -521,18 +598,14 @@ def main():
     wrap(mp, "load_reward_manager", "reward-manager", "the reward manager (load_reward_manager)",
          lambda v, a, kw: {"class": type(v).__name__})
     result["entry"] = "TaskRunner" if hasattr(mp, "TaskRunner") else ("main_task" if hasattr(mp, "main_task") else "main")
-    # verl 0.6+'s V1 trainer (trainer.use_v1, the default in 0.9) runs its own TaskRunnerV1 and a
-    # transfer queue: the dry run's hooks are for the 0.2-0.5 path, so it stops here and says so
-    # rather than running the real trainer until it waits for GPUs.
-    use_v1 = None
     try:
-        use_v1 = config.trainer.get("use_v1") if config is not None else None
+        use_v1 = bool(config.trainer.get("use_v1"))
     except Exception:
-        use_v1 = None
-    if hasattr(mp, "TaskRunnerV1") and use_v1:
-        result["unsupported"] = ("this verl's V1 trainer (trainer.use_v1=True: TaskRunnerV1) is not followed by the "
-                                 "dry run yet; the steps above passed, the ones after the entry import were not run")
-        finish()
+        use_v1 = False
+    if hasattr(mp, "TaskRunnerV1") and use_v1:  # verl 0.9's default trainer (setup_v1 follows it in the worker)
+        result["entry"] = "TaskRunnerV1"
+        wrap(mp, "validate_config", "validate-config", "verl.utils.config.validate_config (main's batch and "
+             "micro-batch checks)")
 
     import ray
 
