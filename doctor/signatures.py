@@ -29,7 +29,7 @@ def spec() -> dict:
         "benign": re.compile("|".join(f"(?:{b['pattern']})" for b in raw.get("benign_lines", [])) or "(?!)"),
         # re.M: the same patterns serve one line and the whole joined text
         "markers": [(m["name"], re.compile(m["pattern"], re.M)) for m in raw["failure_markers"]],
-        "wait": (re.compile(raw["wait_lines"]["pattern"], re.I), raw["wait_lines"]["repeats"]) if raw.get("wait_lines") else None,
+        "wait": [(re.compile(w["pattern"], re.I), w["repeats"]) for w in raw.get("wait_lines", [])],
         "signatures": sigs,
         "versions": [(v.get("dist"), re.compile(v["pattern"])) for v in raw.get("log_versions", [])],
     }

@@ -112,7 +112,8 @@ _LOG_LINE = re.compile(r"\b(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\b|\(
 
 # An exception named mid-line ("跑的时候报错 RuntimeError: …", "**ValueError: …**"): only in a paste that has
 # no log structure at all, where no line-start marker can see it.
-_MIDLINE_EXC = re.compile(r"(?<=\S)[ \t*`>:：，,]*(?<![A-Za-z0-9_.])((?:[A-Za-z_]\w*\.)*[A-Za-z]\w*(?:Error|Exception)\b:)")
+_MIDLINE_EXC = re.compile(r"(?<=\S)[ \t*`>:：，,]*(?<![A-Za-z0-9_.])((?:[A-Za-z_]\w*\.)*[A-Za-z]\w*(?:Error|Exception)\b:"
+                          r"|(?:[a-z_]\w*\.){2,}[A-Z]\w+:(?=\s))")
 # "valueerror: bfloat16 is only supported…": a paste lower-cased by a forum or a chat tool
 _LOWER_EXC = re.compile(r"(?m)^(\s*)([a-z]+)(error|exception)(?=:)")
 
@@ -224,27 +225,25 @@ _EXC_LINE = re.compile(r"^\s*(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|
 def _waiting_at_end(lines: list[str], sp: dict) -> list[int]:
     """The retry lines a log ends in (knowledge/triage.yaml wait_lines): at least `repeats` of the
     same line (numbers aside) with nothing after them but prose or blank lines; else []."""
-    if sp["wait"] is None:
-        return []
-    rx, repeats = sp["wait"]
-    found: list[int] = []
-    for i in range(len(lines) - 1, max(-1, len(lines) - 60), -1):
-        ln = lines[i]
-        if rx.search(ln):
-            found.append(i)
-        elif found and ln.strip() and not _looks_like_prose(ln):
-            break
-        elif not found and ln.strip() and not _looks_like_prose(ln):
-            return []
-    same = {re.sub(r"\d+(?:\.\d+)?", "N", lines[i]).strip() for i in found}
-    return sorted(found) if len(found) >= repeats and len(same) == 1 else []
+    for rx, repeats in sp["wait"]:
+        found: list[int] = []
+        for i in range(len(lines) - 1, max(-1, len(lines) - 60), -1):
+            ln = lines[i]
+            if rx.search(ln):
+                found.append(i)
+            elif ln.strip() and not _looks_like_prose(ln):
+                break
+        same = {re.sub(r"\d+(?:\.\d+)?", "N", lines[i]).strip() for i in found}
+        if found and len(found) >= repeats and len(same) == 1:
+            return sorted(found)
+    return []
 
 
 def _looks_like_prose(line: str) -> bool:
     """What a person writes under a paste (a fence, a question, a heading or quote), not a log line:
     anything else after the retry lines (say "Server is up") means the wait ended."""
     s = line.strip()
-    return s.startswith(("```", "#", ">")) or s.endswith("?")
+    return s.startswith(("```", "#", ">")) or s.endswith(("?", "？"))
 
 
 def _benign_lines(lines: list[str], start: int) -> set[int]:
@@ -318,11 +317,21 @@ def _by_class(failure: Failure, lines: list[str], region: list[int], python: str
     params = {**defaults, **known, "python": python, "message": message, **groups}
     caller, callee = raised.boundary if raised is not None else (None, None)
     params.update({k: v for k, v in (("caller", caller), ("callee", callee)) if v and k not in params})
+    # a class's params may name the finding's other placeholders ({callee} in `direction`): filled once
+    # the boundary is known, else from the finding's own defaults
+    base = {**_finding_defaults(cls["id"]), **params}
+    for k in (cls.get("params") or {}):   # only the class's own texts: what came from the log is not a template
+        if k not in groups and isinstance(params.get(k), str) and "{" in params[k]:
+            params[k] = params[k].format_map(SafeFormat(base))
     if "data_file" not in params:  # the data file the log names, for the finding's command
         data_file = re.search(r"[\w./~-]+\.parquet\b", "\n".join(lines[i] for i in region[-400:]))
         if data_file:
             params["data_file"] = data_file.group(0)
     return make(cls["id"], ev, severity="error", **params)
+
+
+def _finding_defaults(fid: str) -> dict:
+    return next((dict(d.get("defaults") or {}) for d in knowledge.load("findings") if d["id"] == fid), {})
 
 
 def _unrecognized(lines: list[str], start: int, markers: list[tuple[int, str]], failure: Failure,

@@ -29,9 +29,12 @@ _CUT_FRAME = re.compile(r'^\s*(?P<path>[^\s"]+\.pyx?)", line (?P<line>\d+), in (
 _IPY_FRAME = re.compile(r"^\s*File (?P<path>[~/]\S+?\.pyx?):(?P<line>\d+), in (?P<func>[\w<>.]+)")
 _NB_FRAME = re.compile(r"^\s*\[?(?P<path>/[^\s\]\[()]+\.py)\]?(?:\([^)]*\))? in (?P<func>[\w<>]+)")
 # "pkg.mod.SomeError: message", "RayTaskError(KeyError): ray::f()", "KeyError: 'x'", "Killed" is not one
+# (and types without such a suffix where their module names them: "pyarrow.lib.ArrowInvalid", "aiohttp.web_exceptions.
+# HTTPRequestEntityTooLarge"; pyarrow's bare ArrowInvalid)
 _EXC = re.compile(r"^\s*(?P<type>(?:[A-Za-z_]\w*\.)*(?:(?:[A-Z]\w*)?(?:Error|Exception|Exit|Interrupt|Failure)|"
-                  r"KeyboardInterrupt|StopIteration|GeneratorExit))"
+                  r"KeyboardInterrupt|StopIteration|GeneratorExit|ArrowInvalid)|(?:[a-z_]\w*\.)+[A-Z]\w+(?=:\s))"
                   r"(?:\((?P<inner>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)\))?(?::\s?(?P<msg>.*)|\s*$)")
+_CLASS_REPR = re.compile(r"^\s*<class '([\w.]+)'>:")
 _CAUSE = "The above exception was the direct cause of the following exception"
 _CONTEXT = "During handling of the above exception, another exception occurred"
 _ERROR_LINE = re.compile(r"(?:^|\s)(?:ERROR|FATAL|CRITICAL)(?:\]|:|\s)|^\s*[EF]\d{4} |\[E \d|\bERROR \d\d-\d\d ")
@@ -266,6 +269,7 @@ def exceptions(lines: list[str], region: list[int]) -> list[Raised]:
         ln = _LOGGER_PREFIX.sub("", raw, 1)
         if ln[:1] in "*`":
             ln = ln.lstrip("*`")   # a paste's Markdown: "**RuntimeError: …**"
+        ln = _CLASS_REPR.sub(r"\1:", ln)   # "<class 'pyarrow.lib.ArrowInvalid'>: …" (a notebook's or logger's print)
         if _TRACEBACK.match(ln):
             if start is not None and frames:   # a cut traceback: its exception line never came
                 out.append(Raised(header_type, "", start, start, frames))
@@ -369,7 +373,7 @@ def _classes() -> list[dict]:
     for c in knowledge.load("triage").get("failure_classes", []):
         when = c["when"]
         out.append({**c, "rx": {k: re.compile(v, re.I if k in ("message", "text") else 0)
-                                for k, v in when.items() if k in ("type", "message", "owner", "frame", "text")},
+                                for k, v in when.items() if k in ("type", "message", "owner", "frame", "text", "log")},
                     "errno": set(when.get("errno", [])), "signal": set(when.get("signal", []))})
     return out
 
@@ -397,11 +401,11 @@ def classify(failure: Failure, lines: list[str], region: list[int], decisive_onl
             ok = True
             if c["errno"]:
                 ok = r.errno in c["errno"]
-            for key in ("type", "message", "owner", "frame", "text"):
+            for key in ("type", "message", "owner", "frame", "text", "log"):
                 if not ok or key not in rx:
                     continue
                 value = {"type": " ".join(filter(None, [r.type, r.inner])), "message": r.message,
-                         "owner": r.owner or "", "text": r.text,
+                         "owner": r.owner or "", "text": r.text, "log": region_text,
                          "frame": "\n".join(f"{f.path}:{f.func}" for f in r.frames)}[key]
                 m = rx[key].search(value)
                 ok = m is not None

@@ -215,3 +215,62 @@ def test_the_modern_stacks_failure_classes_are_named(line, fid, words):
     _, f = _first(line + "\n")
     assert f.id == fid, (f.id, f.title)
     assert words in " ".join([f.title, f.fix.summary, *f.fix.commands])
+
+
+def test_batch_e_stays_named_after_learning():
+    # first look 5/32, 0/9 false alarms (docs/research/triage-fresh-2026-12-02e.md); learnt to 16/32
+    score, _ = run_batch(REPO / "tests" / "data" / "corpus" / "fresh-2026-12-02e")
+    assert score["named"] >= 16 and score["false_alarms"] == 0 and score["refused_total"] == 0, score
+
+
+# -- the structures batch e taught, each on a log written here -----------------------------------------
+
+@pytest.mark.parametrize("text", [
+    "# ArrowInvalid: JSON parse error: Column(/labels) changed from object to array in row 3\n",
+    "the load fails:\n```\n<class 'pyarrow.lib.ArrowInvalid'>: JSON parse error: Column() changed from object to array in row 0\n```\n",
+])
+def test_an_issue_title_or_a_class_repr_is_a_failure_with_its_class(text):
+    t, f = _first(text)
+    assert t.failed and f.id == "runtime.data-format", (t.status, f.id)
+
+
+def test_gate_reads_module_named_types_logger_errors_compiler_and_nccl_failures():
+    for text, fid in [
+        ("I got `aiohttp.web_exceptions.HTTPRequestEntityTooLarge: Request Entity Too Large` on ray job submit\n",
+         "runtime.ray-upload-too-large"),
+        ("swanlab: ERROR api_key not configured (no-tty). call swanlab.login()\n", "runtime.logger-login"),
+        ("/opt/x/csrc/kernel.cu:3:10: fatal error: cuda_fp16.h: No such file or directory\ncompilation terminated.\n",
+         "build.cuda-headers"),
+        ("NCCL failure init.cc:11 'unhandled system error'\nhost:1:1 [0] NCCL INFO Bootstrap : no socket interface found\n",
+         "runtime.nccl-no-interface"),
+    ]:
+        t, f = _first(text)
+        assert t.failed and f.id == fid, (text, t.status, f.id)
+
+
+def test_a_build_that_cannot_see_torch_is_build_isolation_not_a_missing_module():
+    _, f = _first("  × Failed to build `apex==0.1`\n  ├─▶ The build backend returned an error\n"
+                  "      ModuleNotFoundError: No module named 'torch'\n")
+    assert f.id == "build.isolation" and "--no-build-isolation" in f.fix.summary
+    _, g = _first("Traceback (most recent call last):\n  File \"/w/train.py\", line 1, in <module>\n"
+                  "ModuleNotFoundError: No module named 'torch'\n")
+    assert g.id == "runtime.module-missing"
+
+
+def test_a_ray_job_waiting_for_resources_at_the_end_of_its_log_is_named():
+    t, f = _first("(autoscaler +1m2s) Warning: The following resource request cannot be scheduled right now: "
+                  "{'GPU': 8.0}. This is likely due to all cluster resources being claimed by actors.\n")
+    assert t.failed and f.id == "runtime.ray-resources-pending" and "'GPU': 8.0" in f.title
+    t2 = triage_text("(autoscaler +1m2s) Warning: The following resource request cannot be scheduled right now: "
+                     "{'GPU': 8.0}.\n(TaskRunner pid=1) step:1 - loss:0.3\n", "x")
+    assert not t2.failed   # it got its resources: training went on
+
+
+def test_a_call_signature_error_says_both_directions_with_the_argument():
+    _, f = _first("Traceback (most recent call last):\n  File \"/v/site-packages/trl/trainer/grpo.py\", line 9, in "
+                  "__init__\n    super().__init__(processing_class=p)\n  File \"/v/site-packages/transformers/trainer.py\""
+                  ", line 3, in __init__\nTypeError: Trainer.__init__() got an unexpected keyword argument "
+                  "'processing_class'\n")
+    assert f.id == "runtime.api-mismatch"
+    assert "upgrade transformers to a release that accepts processing_class" in f.fix.summary, f.fix.summary
+    assert "{" not in f.fix.summary
