@@ -64,8 +64,9 @@ def render_dry_run(dry: dict, findings: list, recipe: str, python: str, out=None
                       + (f"[dim] — {escape(summary)}[/]" if summary else ""))
     reached = {s["name"] for s in dry["steps"]}
     if any(s["status"] == "failed" for s in dry["steps"]):
+        trainer = "v1" if dry.get("entry") == "TaskRunnerV1" else "v0"
         rest = [k["title"] for k in steps_known() if k["id"] not in reached and not k.get("optional")
-                and k["id"] != "stand-in"]
+                and k["id"] != "stand-in" and k.get("trainer") in (None, trainer)]
         if rest:
             console.print(f"  [dim]-          not reached: {escape('; '.join(rest))}[/]")
     for f in findings:

@@ -74,6 +74,14 @@ def step_findings(dry: dict, spec: dict, recipe: str, python: str) -> list[Findi
                          f"(reshuffled each epoch, so different rows each time)",
                          f"total_training_steps = {per_epoch} × {detail.get('epochs')} epochs = {detail.get('total_training_steps')}"],
                         rows=rows, batch=batch, dropped=dropped, share=f"{dropped / rows:.1%}", recipe=recipe))
+    short = (dry.get("ray") or {}).get("cpus_short")
+    if spec["id"] == "ray" and short:
+        out.append(make("trainer.ray-cpus-short",
+                        [f"Ray here has {short['ray_cpus']} CPU(s) ({short['cores']} core(s)); verl's V1 trainer places "
+                         f"{short['needed']} one-CPU actors before its first GPU call: TaskRunnerV1, the transfer "
+                         f"queue's controller and its {short['storage_units']} storage units",
+                         f"the dry run gave its private Ray {short['needed']} logical CPUs to go on"],
+                        have=short["ray_cpus"], need=short["needed"], units=short["storage_units"], recipe=recipe))
     if spec["id"] == "reward" and step.get("warning"):
         out.append(make("trainer.reward-indistinct",
                         [step["warning"], f"compute_score: {detail.get('function')}, data_source {detail.get('data_source')}"],
@@ -92,7 +100,8 @@ def _register() -> None:
         return rule
 
     for spec in knowledge.load("dryrun")["steps"]:
-        own = {"dataloader": ("trainer.rows-dropped",), "reward": ("trainer.reward-indistinct",)}.get(spec["id"], ())
+        own = {"dataloader": ("trainer.rows-dropped",), "reward": ("trainer.reward-indistinct",),
+               "ray": ("trainer.ray-cpus-short",)}.get(spec["id"], ())
         RULES(f"dry run: {spec['title']}", "trainer", needs=("dryrun",), only_with="dryrun",
               emits=("trainer.step-failed", "signature:log", *own))(judge(spec))
 

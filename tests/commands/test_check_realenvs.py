@@ -4,6 +4,7 @@ reproduces a breakage from docs/research/STACK.md; the doctor must name its caus
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -226,16 +227,25 @@ def test_the_modern_family_lock_installs_and_is_judged_as_its_own_family():
     assert "stack.differs" not in ids(doc)   # the env is its lock
 
 
-def test_the_seed_recipe_on_the_modern_family_lints_clean_and_the_dry_run_says_where_it_stops():
+def test_the_seed_recipe_on_the_modern_family_lints_clean_and_dry_runs_to_the_v1_trainers_first_gpu_call():
     py = str(envs.build("modern"))
     lint = run_doctor_recipes("lint", "gsm8k-2xA100", "--python", py)
     assert lint.returncode == 0 and "verl 0.9.1" in lint.stdout, lint.stdout[-2000:]
     dry = run_doctor_recipes("run", "gsm8k-2xA100", "--dry-run", "--json", "--python", py, timeout=600)
     doc = json.loads(dry.stdout)
-    assert dry.returncode == 3 and doc["status"] == "stopped-early", (dry.returncode, doc.get("status"))
-    assert {s["name"] for s in doc["dry_run"]["steps"]} >= {"config", "entry"}
-    assert all(s["status"] == "ok" for s in doc["dry_run"]["steps"])
-    assert "V1 trainer" in doc["dry_run"]["unsupported"]
+    assert dry.returncode == 0 and doc["status"] == "passed", (dry.returncode, doc.get("status"), dry.stderr[-2000:])
+    steps = {s["name"]: s for s in doc["dry_run"]["steps"]}
+    # verl 0.9's own V1 path: main's validate_config, TaskRunnerV1, the transfer queue, PPOTrainer's setup
+    assert set(steps) >= {"config", "entry", "validate-config", "ray", "task-runner", "transfer-queue", "model",
+                          "dataset", "dataloader", "batch", "reward"}
+    assert "workers" not in steps and all(s["status"] == "ok" for s in steps.values())
+    assert doc["dry_run"]["entry"] == "TaskRunnerV1"
+    assert steps["dataloader"]["detail"]["batches_per_epoch"] == 7473 // 512
+    assert steps["reward"]["detail"]["right_answer"] == 1.0 and steps["reward"]["detail"]["wrong_answer"] == 0.0
+    assert doc["next_on_gpu"].startswith("PPOTrainer._init_resource_pool_mgr()")
+    # this machine's cores are fewer than the V1 trainer's one-CPU actors: said, not hidden
+    ids = [f["id"] for f in doc["findings"]]
+    assert ("trainer.ray-cpus-short" in ids) == ((os.cpu_count() or 1) < 10)
 
 
 def run_doctor_recipes(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:

@@ -1,6 +1,6 @@
 # Library for scripts that start a private Ray instance (ray_smoke.py, recipes' dryrun.py): a
 # short temporary RAY_TMPDIR that no other Ray session uses, RAY_ADDRESS unset so that ray.init
-# never joins an existing cluster, and a cleanup that only ever signals processes carrying that
+# never joins an existing cluster, no token file written to the user's home, and a cleanup that only ever signals processes carrying that
 # temp dir (in their environment or command line), then removes it.
 import glob as _glob
 import shutil as _shutil
@@ -13,6 +13,10 @@ def private_ray_dir(prefix):
     tmp = _tempfile.mkdtemp(prefix=_os.path.basename(prefix), dir=_os.path.dirname(prefix) or "/tmp")
     _os.environ["RAY_TMPDIR"] = tmp
     _os.environ.pop("RAY_ADDRESS", None)
+    # Ray >= 2.5x turns token authentication on for a new local cluster and writes ~/.ray/auth_token
+    # when there is none: a file in the user's home that then switches auth on for every later head of
+    # theirs. A private instance of a few seconds needs neither (and its own clients carry no token).
+    _os.environ["RAY_AUTH_MODE"] = "disabled"
     return tmp
 
 

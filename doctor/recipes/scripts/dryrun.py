@@ -182,6 +182,7 @@ def write_stand_in(path, train_file):
     return {"path": path, "vocab": len(hf), "texts": len(texts)}
 
 
+TRAINER_V1 = False  # set before ray.init: the worker's hook carries it (cloudpickle copies the value)
 STAND_IN_TITLE = "a tiny Qwen2 config and tokenizer (the model is not on this machine)"
 STAND_IN = {}  # the child writing it: {"pid", "out"}; the Ray worker's hook carries a copy (cloudpickle)
 
@@ -276,19 +277,18 @@ def wait_stand_in():
 
 
 def reap_stand_in(failure):
-    """In the driver at the end: the stand-in's value; a child still training when the run already
-    failed is stopped (nothing will read it)."""
+    """In the driver at the end: the stand-in's value. The child is waited for even when another step
+    failed first, so that its own step reports what it did (it takes seconds); only when the dry run
+    ran out of time is it stopped."""
     if not STAND_IN:
         return None
     import signal
 
     pid = STAND_IN["pid"]
     try:
-        done, _ = _os.waitpid(pid, _os.WNOHANG)
-        if not done:
-            if failure is not None:
-                _os.kill(pid, signal.SIGKILL)
-            _os.waitpid(pid, 0)
+        if (failure or {}).get("type") == "Timeout":
+            _os.kill(pid, signal.SIGKILL)
+        _os.waitpid(pid, 0)
     except OSError:
         pass
     outcome = read_stand_in(STAND_IN["out"]) or {}
@@ -330,9 +330,50 @@ def wrap(owner, attr, name, title, detail=None, end=True, before=None):
 
 
 def worker_setup():
-    """Ray's worker_process_setup_hook: runs in each worker before any task of the job. It patches
-    the worker's own modules; what TaskRunner.run reads as a global of main_ppo travels with the
-    pickled class from the driver instead (cloudpickle copies it), so that is wrapped there."""
+    """Ray's worker_process_setup_hook: runs in each worker of the job before its first task. Only the
+    worker that runs the TaskRunner needs verl patched, and it is the one that imports verl's trainer
+    (its entry, when Ray ships TaskRunner by reference; the trainer modules TaskRunner.run imports,
+    when Ray ships it by value): the patch waits for the first of those imports to finish (with what it
+    imports itself). The job's other workers (verl 0.9's transfer queue starts nine) pay nothing."""
+    import importlib.abc
+    import importlib.util
+
+    watch = ("verl.trainer.main_ppo", "verl.trainer.ppo.ray_trainer", "verl.trainer.ppo.v1")
+    if any(m in _sys.modules for m in watch):
+        patch_worker()
+        return
+    depth = [0]
+
+    class AfterTrainerImport(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path, target=None):
+            if name not in watch:
+                return None
+            _sys.meta_path.remove(self)
+            try:
+                spec = importlib.util.find_spec(name)
+            finally:
+                _sys.meta_path.insert(0, self)
+            if spec is None or spec.loader is None:
+                return spec
+            real_exec = spec.loader.exec_module
+
+            def exec_module(module):
+                depth[0] += 1
+                try:
+                    real_exec(module)
+                finally:
+                    depth[0] -= 1
+                if depth[0] == 0 and self in _sys.meta_path:
+                    _sys.meta_path.remove(self)
+                    patch_worker()
+            spec.loader.exec_module = exec_module
+            return spec
+    _sys.meta_path.insert(0, AfterTrainerImport())
+
+
+def patch_worker():
+    """In the TaskRunner's worker, right after verl's trainer entry was imported: the step wrappers
+    and the stop before the first GPU call."""
     t0 = time.time()
     import verl.utils as vu
     import verl.utils.fs as vfs
@@ -342,7 +383,8 @@ def worker_setup():
              before=wait_stand_in)
 
     def tokenizer_detail(tok, a, kw):
-        event("workers", "start", title="the worker classes and the reward manager (TaskRunner.run)", implicit=True)
+        if not TRAINER_V1:  # V0's TaskRunner.run goes on to the worker classes (V1 reads the tokenizer in its setup)
+            event("workers", "start", title="the worker classes and the reward manager (TaskRunner.run)", implicit=True)
         return {"class": type(tok).__name__, "vocab": len(tok), "path": a[0] if a else kw.get("name_or_path"),
                 "eos": getattr(tok, "eos_token", None), "pad": getattr(tok, "pad_token", None)}
     wrap(vu, "hf_tokenizer", "model", "the model's files and tokenizer", tokenizer_detail, before=wait_stand_in)
@@ -404,8 +446,11 @@ def first_batch(dataloader):
 
 
 def stop_before_gpu(cfg, call):
+    from omegaconf import OmegaConf
+
     gpus = [int(cfg.trainer.n_gpus_per_node)] * int(cfg.trainer.nnodes)
-    event("gpu", "stop", detail={"call": call, "resource_pool": gpus, "rollout": str(cfg.actor_rollout_ref.rollout.name),
+    rollout = OmegaConf.select(cfg, "actor_rollout_ref.rollout.name", default=None, throw_on_missing=False)
+    event("gpu", "stop", detail={"call": call, "resource_pool": gpus, "rollout": str(rollout),
                                  "tp": int(cfg.actor_rollout_ref.rollout.get("tensor_model_parallel_size", 1))})
     raise RuntimeError("verl-doctor dry run: stopped before %s (the first GPU call)" % call)
 
@@ -514,7 +559,19 @@ def _free_port():
         return sock.getsockname()[1]
 
 
-def start_head_early(tmp, num_cpus):
+def v1_cpus_needed(config):
+    """The Ray CPUs verl 0.9's V1 trainer takes before its first GPU call: TaskRunnerV1, the transfer
+    queue's controller and its SimpleStorage units (one CPU each); None for the V0 trainer."""
+    from omegaconf import OmegaConf
+
+    if not OmegaConf.select(config, "trainer.use_v1", default=False) or "transfer_queue" not in config:
+        return None
+    backend = OmegaConf.select(config, "transfer_queue.backend.storage_backend", default="SimpleStorage")
+    units = OmegaConf.select(config, "transfer_queue.backend.SimpleStorage.num_data_storage_units", default=0)
+    return 2 + (int(units or 0) if backend == "SimpleStorage" else 0)
+
+
+def start_head_early(tmp, num_cpus, asked):
     """Starts the private Ray head with Ray's own `ray start --head` while the driver imports the
     trainer: ray.init spends ~5 s of its ~6 s waiting for the head's processes, and the import is
     the driver's longest step, so they overlap. The head gets the private temp dir (no other
@@ -533,7 +590,7 @@ def start_head_early(tmp, num_cpus):
     # worker starts, the driver only waits).
     return {"proc": subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      preexec_fn=lambda: _os.nice(NICE_HEAD)),
-            "num_cpus": num_cpus, "log": log.name}
+            "num_cpus": num_cpus, "asked": asked, "log": log.name}
 
 
 # ray.init's arguments that it refuses when joining a running cluster: main_ppo asking for any of them
@@ -553,7 +610,7 @@ def join_head(early, kw, tmp):
         early["proc"].kill()
         rc = None
     address = None
-    if rc == 0 and asked_cpus == early["num_cpus"] and not any(kw.get(k) for k in _START_ONLY):
+    if rc == 0 and asked_cpus == early["asked"] and not any(kw.get(k) for k in _START_ONLY):
         try:
             with open(_os.path.join(tmp, "ray", "ray_current_cluster")) as fh:
                 address = fh.read().strip() or None
@@ -585,8 +642,18 @@ def main():
         wants = OmegaConf.select(config, "ray_init.num_cpus", default=None)
         if wants is None:
             wants = OmegaConf.select(config, "ray_kwargs.ray_init.num_cpus", default=None)
+        given = wants
+        need = v1_cpus_needed(config)
+        have = wants if wants is not None else _os.cpu_count()
+        if need and have < need:
+            # verl 0.9's V1 trainer places one-CPU actors before any GPU work; with fewer Ray CPUs it waits
+            # forever. The dry run gives the private instance what the job asks for (logical CPUs: Ray
+            # runs them on the cores there are) and says so: a run with these settings here would hang.
+            given = need
+            result["ray"]["cpus_short"] = {"ray_cpus": have, "needed": need, "storage_units": need - 2,
+                                           "cores": _os.cpu_count()}
         _tmp = private_ray_dir(_req.get("temp_prefix") or "/tmp/vd-")
-        early = start_head_early(_tmp, wants)
+        early = start_head_early(_tmp, given, wants)
     except Exception as exc:  # noqa: BLE001 - the early head is an optimisation: ray.init starts one as before
         result["ray"]["early_head"] = {"used": False, "error": repr(exc)}
 
@@ -603,9 +670,12 @@ def main():
     except Exception:
         use_v1 = False
     if hasattr(mp, "TaskRunnerV1") and use_v1:  # verl 0.9's default trainer (setup_v1 follows it in the worker)
+        global TRAINER_V1
+        TRAINER_V1 = True
         result["entry"] = "TaskRunnerV1"
+        # (it builds the model's config from its files: the stand-in must be there)
         wrap(mp, "validate_config", "validate-config", "verl.utils.config.validate_config (main's batch and "
-             "micro-batch checks)")
+             "micro-batch checks)", before=wait_stand_in)
 
     import ray
 
@@ -626,6 +696,8 @@ def main():
             result["ray"]["early_head"] = {"used": True}
         else:
             kw.update(address="local", runtime_env=env, include_dashboard=False, log_to_driver=False)
+            if result["ray"].get("cpus_short"):
+                kw["num_cpus"] = result["ray"]["cpus_short"]["needed"]
         try:
             value = real_init(**kw)
         except BaseException as exc:
