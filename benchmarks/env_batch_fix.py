@@ -3,8 +3,9 @@
 exactly"). The envs are benchmarks/build_env_batch.py's, under /tmp/envbatch; each case that breaks
 something is run the way a user runs it, with the case's settings in the environment:
 
-    1. the env's state: `uv pip freeze` and every file under site-packages (path, size, sha256 of the
-       first 64 KiB — the files a change writes over another dist's keep their path and often their size);
+    1. the env's state: `uv pip freeze` and every file under site-packages (path, size, inode: uv
+       installs by hardlinking its cache, so a file put back is the same inode again; a file of the
+       same size on another inode is counted apart, as "re-linked");
     2. `doctor fix --yes --json --python ENV/bin/python` (its exit: 0 fixed, 1 errors remain);
     3. the case's broken imports, each in a new process (`python -c "import X"`), and `uv pip check`;
     4. `doctor rollback --yes --python ENV/bin/python`, then the state again, compared with step 1.
@@ -20,7 +21,6 @@ The envs are changed and restored in place; run it on a batch nobody else is usi
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import shutil
@@ -43,8 +43,8 @@ def state(py: Path) -> dict:
     files = {}
     for p in sorted(site.rglob("*")):
         if p.is_file() and "__pycache__" not in p.parts:
-            with open(p, "rb") as fh:
-                files[str(p.relative_to(site))] = (p.stat().st_size, hashlib.sha256(fh.read(65536)).hexdigest()[:16])
+            st = p.stat()
+            files[str(p.relative_to(site))] = (st.st_size, st.st_ino)
     return {"freeze": freeze.splitlines(), "files": files}
 
 
@@ -52,9 +52,14 @@ def diff(a: dict, b: dict) -> list[str]:
     out = [f"- {x}" for x in sorted(set(a["freeze"]) - set(b["freeze"]))]
     out += [f"+ {x}" for x in sorted(set(b["freeze"]) - set(a["freeze"]))]
     fa, fb = a["files"], b["files"]
-    changed = [k for k in fa.keys() & fb.keys() if fa[k] != fb[k]]
-    out += [f"files: {len(fa.keys() - fb.keys())} gone, {len(fb.keys() - fa.keys())} new, {len(changed)} changed"] \
-        if (fa.keys() ^ fb.keys()) or changed else []
+    both = fa.keys() & fb.keys()
+    changed = [k for k in both if fa[k][0] != fb[k][0]]
+    relinked = [k for k in both if fa[k][0] == fb[k][0] and fa[k][1] != fb[k][1]]
+    if (fa.keys() ^ fb.keys()) or changed:
+        out.append(f"files: {len(fa.keys() - fb.keys())} gone, {len(fb.keys() - fa.keys())} new, "
+                   f"{len(changed)} of another size")
+    if relinked:
+        out.append(f"files: {len(relinked)} re-linked with the same size")
     return out
 
 
