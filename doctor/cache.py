@@ -45,12 +45,22 @@ def fingerprint(python: str, dist_facts: dict, doctor_version: str) -> str:
     h.update(json.dumps(dist_facts.get("python", {}), sort_keys=True).encode())
     for key in sorted(dist_facts.get("dists", {})):
         d = dist_facts["dists"][key]
-        h.update(f"{key}=={d['version']}@{d['path']}\n".encode())
+        h.update(f"{key}=={d['version']}@{d['path']}{_stamp(d['path'])}\n".encode())
     for name, value in _settings():
         h.update(f"{name}={value}\n".encode())
     for script in sorted(SCRIPTS.glob("*.py")):
         h.update(script.read_bytes())
     return h.hexdigest()[:32]
+
+
+def _stamp(path: str) -> str:
+    """A reinstall of the same version (`doctor fix` putting a wheel's files back) writes a new
+    dist-info directory: its inode and mtime make that a new key, so the re-check looks again."""
+    try:
+        st = os.stat(path)
+    except (OSError, TypeError, ValueError):
+        return ""
+    return f":{st.st_ino}:{st.st_mtime_ns}"
 
 
 def _path(key: str) -> Path:

@@ -80,6 +80,9 @@ class Finding:
     sources: list[str] = field(default_factory=list)
     node: str | None = None
     caused_by: str | None = None     # the root cause's ID when this finding is its consequence
+    # The values the rule filled into the entry (dist, installed, locked, …): what a fix plan
+    # (findings.yaml fix.plan) is formatted with, so `doctor fix` does what the printed command says.
+    params: dict = field(default_factory=dict, repr=False)
 
     def __post_init__(self):
         self.severity = Severity(self.severity)
@@ -139,4 +142,5 @@ def make(finding_id: str, evidence: list[str], severity: str | None = None, **pa
         fix=Fix(summary=fmt(fix["summary"]), commands=[runnable(fmt_command(c)) for c in fix.get("commands", [])],
                 automatic=is_automatic(spec)),
         sources=[fmt(s) for s in spec.get("sources", [])],
+        params={k: v for k, v in params.items() if isinstance(v, (str, int, float))},
     )

@@ -97,6 +97,7 @@ class Plan:
     manual: list[dict] = field(default_factory=list)     # findings the doctor cannot fix: id, severity, title, summary, commands
     excluded: list[str] = field(default_factory=list)    # automatic findings left out by --only
     kept: list[dict] = field(default_factory=list)       # fixes not planned: they would touch the user's own code
+    follows: list[dict] = field(default_factory=list)    # findings a planned step's cause explains: id, caused_by
 
     @property
     def targets(self) -> set[str]:
@@ -109,7 +110,7 @@ class Plan:
     def to_dict(self) -> dict:
         return {"target": self.target, "stack": self.stack, "lockfile": self.lockfile,
                 "steps": [s.to_dict() for s in self.steps], "manual": self.manual, "excluded": self.excluded,
-                "kept": self.kept}
+                "kept": self.kept, "follows": self.follows}
 
 
 def fix_entries() -> list[dict]:
@@ -137,18 +138,42 @@ def _req_name(requirement: str) -> str:
     return Requirement(requirement).name
 
 
-def requirement_for(item: str, finding_id: str, stack: dict | None) -> tuple[str, dict | None]:
+def fill(item: str, finding) -> str:
+    """A plan's item with the finding's values in it ({dist}: a version.<dist> finding's dist)."""
+    values = {**({"dist": finding.id.split(".", 1)[1]} if finding.id.startswith("version.") else {}),
+              **{k: str(v) for k, v in (getattr(finding, "params", None) or {}).items()}}
+    try:
+        return item.format_map(values)
+    except KeyError as e:
+        raise FixError(f"{finding.id}: its fix.plan names {{{e.args[0]}}}, which its rule did not fill") from None
+
+
+def requirement_for(item: str, finding, stack: dict | None) -> tuple[str, dict | None]:
     """'verl' → 'verl==0.4.1' (the stack's spec, and that constraint); '{dist}' → the dist of a
-    version.<dist> finding; a requirement with its own spec stays as written."""
+    version.<dist> finding; '{dist}=={locked}' → the values the finding's rule filled (stack.culprit:
+    the changed distribution at its known-good version); a requirement with its own spec stays as written."""
     from packaging.requirements import Requirement
 
-    if "{dist}" in item:
-        item = item.replace("{dist}", finding_id.split(".", 1)[1])
+    item = fill(item, finding)
     req = Requirement(item)
     if str(req.specifier) or req.url:
         return item, None
     c = _stack_constraint(stack, req.name)
     return (f"{item}{c['spec']}", c) if c else (item, None)
+
+
+def plan_constraints(entry: dict, finding) -> list[str]:
+    """The constraint files a plan names (`constraint: "{lockfile}"`: the known-good set the finding
+    was judged against), filled from the finding's values; a value that is not a file is dropped."""
+    out = []
+    for item in entry.get("constraints", []):
+        try:
+            path = item.format_map({k: str(v) for k, v in (getattr(finding, "params", None) or {}).items()})
+        except KeyError:
+            continue
+        if Path(path).is_file():
+            out.append(path)
+    return out
 
 
 def matches_only(finding_id: str, only: list[str] | None) -> bool:
@@ -195,11 +220,13 @@ def build_plan(findings, *, python: str, stack: dict | None, lockfile: str | Non
 
     def manual(f, why: str) -> None:  # a step the user takes (or declines), with why the doctor does not
         plan.manual.append({"id": f.id, "severity": f.severity, "title": f.title, "summary": f.fix.summary,
-                            "commands": list(f.fix.commands), "why": why})
+                            "commands": list(f.fix.commands), "why": why, "caused_by": f.caused_by})
 
+    lock_constraints: list[str] = []
     for f in findings:
         fix = f.fix
-        entry = entry_for(f.id) if fix.automatic else None
+        # an info finding is nothing to repair (a stray file two wheels share); its plan is for when it matters
+        entry = entry_for(f.id) if fix.automatic and f.severity in ("error", "warning") else None
         if entry is None:
             if f.severity in ("error", "warning") and matches_only(f.id, only):
                 manual(f, "not automatic" if not fix.automatic else "no fix.plan in knowledge/findings.yaml")
@@ -221,13 +248,14 @@ def build_plan(findings, *, python: str, stack: dict | None, lockfile: str | Non
             lock_targets.append(f.id)
             continue
         if entry["kind"] == "packages":
-            wanted = [requirement_for(item, f.id, stack) for item in entry.get("install", [])]
+            wanted = [requirement_for(item, f, stack) for item in entry.get("install", [])]
             crossing = [why for r, _ in wanted if (why := crosses_family(r, guard))]
             if crossing:  # never across families: the user decides that, by naming the family
                 manual(f, "; ".join(crossing))
                 continue
             mine = sorted({canonicalize_name(_req_name(r)) for r, _ in wanted} & set(protected))
-            mine += sorted({canonicalize_name(_req_name(r)) for r in entry.get("reinstall", [])} & set(protected) - set(mine))
+            mine += sorted({canonicalize_name(_req_name(fill(r, f))) for r in entry.get("reinstall", [])}
+                           & set(protected) - set(mine))
             if mine:  # the user's code: never replaced, whatever a finding about it says
                 plan.kept.append({"id": f.id, "dists": mine, "why": "your own checkout: " + ", ".join(
                     f"{n} at {protected[n]}" for n in mine) + " (the doctor never installs over it)"})
@@ -240,7 +268,8 @@ def build_plan(findings, *, python: str, stack: dict | None, lockfile: str | Non
                     source = f"{(stack or {}).get('name')}.yaml: {c['source']}"
                 slot = pkg.setdefault(req, {"requirement": req, "findings": [], "reason": reason, "source": source})
                 slot["findings"].append(f.id)
-            reinstall += [r for r in entry.get("reinstall", []) if r not in reinstall]
+            reinstall += [r for r in (fill(x, f) for x in entry.get("reinstall", [])) if r not in reinstall]
+            lock_constraints += [c for c in plan_constraints(entry, f) if c not in lock_constraints]
             continue
         kind = STEP_KINDS.get(entry["kind"])
         if kind is None:
@@ -249,8 +278,12 @@ def build_plan(findings, *, python: str, stack: dict | None, lockfile: str | Non
     if lock_targets:
         plan.steps.append(packages.make_sync_step(python, str(lockfile), lock_targets))
     elif pkg:
-        plan.steps.append(packages.make_install_step(python, stack, list(pkg.values()), pkg_targets, reinstall, facts))
+        plan.steps.append(packages.make_install_step(python, stack, list(pkg.values()), pkg_targets, reinstall, facts,
+                                                     lock_constraints))
     plan.steps = ray_sessions.merge(plan.steps)
+    # A finding whose cause a step fixes is no step of its own (the re-check judges it with its cause)
+    plan.follows = [{"id": m["id"], "caused_by": m["caused_by"]} for m in plan.manual if m["caused_by"] in plan.targets]
+    plan.manual = [m for m in plan.manual if m["caused_by"] not in plan.targets]
     # Package changes first: later kinds (Ray sessions, recipe overrides) may depend on them.
     plan.steps.sort(key=lambda s: 0 if STEP_KINDS[s.kind].restores_packages else 1)
     return plan

@@ -83,6 +83,8 @@ def _install_args(step: Step, constraints: str) -> list[str]:
         args += ["--exclude-newer", d["exclude_newer"]]
     if constraints:
         args += ["--constraint", constraints]
+    for lock in d.get("lock_constraints", []):  # the known-good set a finding was judged against
+        args += ["--constraint", lock]
     for r in d.get("reinstall", []):
         args += ["--reinstall-package", r]
     return args + list(d["requirements"])
@@ -140,7 +142,7 @@ register(SyncLockKind())
 
 
 def make_install_step(python: str, stack: dict | None, reqs: list[dict], targets: list[str],
-                      reinstall: list[str], facts: Facts | None = None) -> Step:
+                      reinstall: list[str], facts: Facts | None = None, lock_constraints: list[str] | None = None) -> Step:
     constraints = constraint_lines(stack, facts) if stack else ""
     requirements = _merge([r["requirement"] for r in reqs])
     step = Step(
@@ -152,7 +154,7 @@ def make_install_step(python: str, stack: dict | None, reqs: list[dict], targets
         reasons=reqs,
         data={"python": python, "requirements": requirements, "constraints": constraints,
               "stack": stack["name"] if stack else None, "exclude_newer": (stack or {}).get("exclude_newer"),
-              "reinstall": reinstall},
+              "reinstall": reinstall, "lock_constraints": list(lock_constraints or [])},
     )
     # The printed command names a real file with the stack's constraints (a dry run's plan runs as
     # printed in a new shell); an applied fix uses the snapshot's own copy (bind_constraints_path).
@@ -214,3 +216,49 @@ def bind_constraints_path(step: Step, path: Path) -> None:
     if stack:
         old = str(state_dir() / "constraints" / f"{stack}.txt")
         step.commands = [c.replace(old, str(path)) for c in step.commands]
+
+
+class ReinstallWinnerKind(StepKind):
+    """Two wheels write the same paths (python.files-overlap): reinstall the one whose copy must win,
+    at its installed version, without its dependencies. The freeze does not change, so restoring it
+    would not undo this: the undo reinstalls the other wheel the same way, which puts its copy (the
+    state before, byte for byte: uv links the same cached files) back on the shared paths."""
+
+    name = "reinstall-winner"
+
+    def make_step(self, finding, entry: dict, *, python: str, stack: dict | None) -> Step:
+        from doctor.fixes import fill
+
+        p = finding.params
+        last, version = fill("{last}", finding), fill("{version}", finding)
+        other = p["b"] if p.get("a") == last else p.get("a")
+        args = ["pip", "install", "--python", python, "--no-deps", "--reinstall-package", last, f"{last}=={version}"]
+        return Step(kind=self.name, description=f"reinstall {last} {version} last: its copy of the shared paths wins over {other}'s",
+                    commands=[runnable(shlex.join(["uv", *args]))], targets=[finding.id],
+                    reasons=[{"requirement": f"{last}=={version}", "findings": [finding.id],
+                              "reason": entry.get("reason", ""), "source": entry.get("source", "")}],
+                    data={"python": python, "args": args, "other": other, "other_version": p.get("other_version")})
+
+    def prepare(self, step: Step, ctx: ApplyContext) -> None:
+        step.changes = [f"{step.reasons[0]['requirement'].replace('==', ' ')} (reinstalled, no other change)"]
+
+    def apply(self, step: Step, ctx: ApplyContext) -> dict:
+        ctx.log(step.commands[0])
+        proc = run_uv(step.data["args"])
+        if proc.returncode != 0:
+            raise FixError(f"uv pip install failed: {_tail(proc)}")
+        return {"kind": self.name, "command": step.commands[0], "changes": step.changes,
+                "python": step.data["python"], "other": step.data["other"], "other_version": step.data["other_version"],
+                "undo": f"reinstall {step.data['other']} {step.data['other_version']} the same way"}
+
+    def undo(self, record: dict, ctx: ApplyContext) -> None:
+        if not record.get("other") or not record.get("other_version"):
+            return
+        other = record["other"]
+        proc = run_uv(["pip", "install", "--python", record["python"], "--no-deps", "--reinstall-package", other,
+                       f"{other}=={record['other_version']}"])
+        if proc.returncode != 0:
+            raise FixError(f"uv could not reinstall {other} {record['other_version']}: {_tail(proc)}")
+
+
+register(ReinstallWinnerKind())

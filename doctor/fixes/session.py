@@ -206,10 +206,11 @@ def fix(req: FixRequest, ui: FixUI, check: Callable[[str | None], "CheckResult"]
             return finish(*roll_back(snap, req.python, doc, ui))
 
         snap.update(status="fixed")
-        # Fixed: what the plan targeted and the re-check no longer reports. A finding without an
-        # automatic fix is never listed here.
-        fixed = sorted(plan.targets - {f.id for f in after.findings})
+        # Fixed: what the plan targeted and the re-check no longer reports as a problem (an overlap of
+        # wheels whose right copy now wins is still said, as info). A finding without an automatic fix
+        # is never listed here.
         remaining = [f for f in after.findings if f.severity in (Severity.ERROR, Severity.WARNING)]
+        fixed = sorted(plan.targets - {f.id for f in remaining})
         doc["fixed"] = fixed
         doc["remaining_errors"] = env_errors(after.findings)
         ui.fixed(fixed, remaining, doc, snap.id)

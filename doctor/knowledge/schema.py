@@ -35,7 +35,8 @@ TEXT = str
 NUMBER = (int, float)
 
 # A fix is automatic when it has a plan (what `doctor fix` does); `automatic` is derived, never declared.
-PLAN = {"kind": TEXT, "install?": [TEXT], "reinstall?": [TEXT], "reason": TEXT, "source": TEXT}
+# install/reinstall/constraints may hold the finding's own values ({dist}, {locked}, {lockfile}: what its rule filled).
+PLAN = {"kind": TEXT, "install?": [TEXT], "reinstall?": [TEXT], "constraints?": [TEXT], "reason": TEXT, "source": TEXT}
 FIX = {"summary": TEXT, "commands?": [TEXT], "plan?": PLAN}
 SCOPE = ("host", "environment")
 

@@ -39,6 +39,8 @@ def render_plan(console: Console, plan, result, stack_how: str) -> None:
         console.print(f"  [dim]left out by --only: {escape(', '.join(plan.excluded))}[/]")
     for k in getattr(plan, "kept", []):
         console.print(f"  [cyan]will not touch[/] {escape(', '.join(k['dists']))} for {escape(k['id'])}: {escape(k['why'])}")
+    for m in getattr(plan, "follows", []):
+        console.print(f"  [dim]{escape(m['id'])} follows from {escape(m['caused_by'])}: the re-check judges it with its cause[/]")
     if plan.manual:
         console.print("\n[bold]Manual steps[/] (doctor fix does not do these)")
         for m in plan.manual:

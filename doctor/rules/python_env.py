@@ -151,8 +151,16 @@ def files_overlap(facts, ctx):
         evidence += [f"e.g. {e['file']}: {e['on_disk']}'s copy" for e in o.get("examples", [])]
         k = known.get(tuple(sorted(o["dists"])))
         last = k["last"] if k else o["dists"][-1]
-        winner_is_last = set(o["on_disk"]) == {last}
         advice = k["advice"] if k else "the one installed last wins (with uv's parallel installs, a race)"
+        locked = {canonicalize_name(n) for n in ((ctx.reference or {}).get("pins") or {})}
+        strangers = [d for d in o["dists"] if canonicalize_name(d) not in locked]
+        decided = bool(k)  # somebody knows whose copy belongs here
+        if not k and locked and len(strangers) == 1:  # the known-good set says whose copy belongs here
+            decided = True
+            last = next(d for d in o["dists"] if d not in strangers)
+            advice = (f"{strangers[0]} is not in the known-good set ({(ctx.reference or {}).get('lockfile')}); "
+                      f"{last} is: its copy must win")
+        winner_is_last = set(o["on_disk"]) == {last}
         if k:
             evidence.append(f"source: {k['source']}")
         # loose top-level files (a build helper) and stray generic packages (tests/, scripts/ that two
@@ -177,7 +185,8 @@ def files_overlap(facts, ctx):
                 broke.append(f"import {module}: {info.get('message')}")
         if broke:
             evidence = broke[:3] + evidence
-        severity = "info" if loose or (winner_is_last and k and not broke) else "error" if broke else "warning"
+        severity = "info" if loose or (winner_is_last and decided and not broke) else "error" if broke else "warning"
         yield make("python.files-overlap", evidence, severity=severity,
                    a=o["dists"][0], b=o["dists"][1], differ=o["differ"], last=last,
-                   version=installed(facts, last) or "", advice=advice, python=ctx.python)
+                   version=installed(facts, last) or "", advice=advice, python=ctx.python,
+                   other_version=installed(facts, o["dists"][0] if last == o["dists"][1] else o["dists"][1]) or "")

@@ -86,6 +86,35 @@ def test_plan_one_resolution_for_all_package_findings():
     assert {"lock.drift", "stack.verl-rejects-vllm"} <= set(locked.steps[0].targets)
 
 
+def test_plan_takes_the_findings_own_values():
+    # stack.culprit names the changed distribution and its known-good version: `doctor fix` installs
+    # exactly that, under the lockfile the finding was judged against (issue 24: fixes that fix)
+    from doctor.stacks import stack_lockfile
+
+    stack = default_stack()
+    lock = str(stack_lockfile(stack["name"], "3.11"))
+    culprit = _f("stack.culprit", dist="pydantic-core", installed="2.27.2", locked="2.50.5", modules="vllm", lockfile=lock)
+    plan = build_plan([culprit], python="/x/bin/python", stack=stack)
+    (step,) = plan.steps
+    assert step.data["requirements"] == ["pydantic-core==2.50.5"] and step.targets == ["stack.culprit"]
+    assert step.data["lock_constraints"] == [lock] and f"--constraint {lock}" in step.commands[0]
+    assert not plan.manual
+
+    # a missing distribution: installed at its locked version
+    gone = _f("stack.culprit", dist="pyyaml", installed="missing", locked="6.0.2", modules="ray", lockfile=lock)
+    assert build_plan([gone], python="/x/bin/python", stack=stack).steps[0].data["requirements"] == ["pyyaml==6.0.2"]
+
+    # two wheels on one path: the one that must win is reinstalled; an info overlap (stray files) is no step
+    overlap = dict(a="nvidia-nccl-cu11", b="nvidia-nccl-cu12", differ=3, last="nvidia-nccl-cu12", version="2.20.5", advice="a")
+    plan = build_plan([_f("python.files-overlap", severity="error", other_version="2.14.3", **overlap)],
+                      python="/x/bin/python", stack=stack)
+    (step,) = plan.steps
+    assert step.kind == "reinstall-winner" and step.data["other"] == "nvidia-nccl-cu11"
+    assert step.commands[0].endswith("--no-deps --reinstall-package nvidia-nccl-cu12 nvidia-nccl-cu12==2.20.5")
+    stray = build_plan([_f("python.files-overlap", severity="info", other_version="2.14.3", **overlap)], python="/x/bin/python", stack=stack)
+    assert not stray.steps and not stray.manual
+
+
 def test_usage_errors_exit_2(tmp_path):
     py = sys.executable
     # no terminal (stdin is a pipe) and no --yes: refuses before touching anything
@@ -138,12 +167,22 @@ def errors(doc) -> set[str]:
     return {f["id"] for f in doc["findings"] if f["severity"] == "error"}
 
 
+BROKEN_IMPORT = {"pin-numpy1252": "verl", "extra-nccl-cu11": "torch"}
+
+
+def imports(py: str, module: str) -> bool:
+    return subprocess.run([py, "-c", f"import {module}"], capture_output=True, cwd="/tmp", timeout=300).returncode == 0
+
+
 @pytest.mark.realenv
 @pytest.mark.parametrize("name,expect_fixed", [
     ("transformers5", {"vllm.tokenizer-incompatible", "version.transformers"}),
     ("verl020post1", {"stack.verl-rejects-vllm"}),
     ("no-setuptools", {"python.setuptools-missing"}),
     ("setuptools80", {"python.pkg-resources-missing"}),
+    # issue 24: the cause found through the known-good set is repaired, not only named
+    ("pin-numpy1252", {"stack.culprit"}),        # numpy under pandas' floor: back to the locked numpy
+    ("extra-nccl-cu11", {"python.files-overlap"}),  # a second NCCL wheel's library over cu12's: cu12 reinstalled
 ])
 def test_fix_then_rollback(copy_of, name, expect_fixed):
     py = copy_of(name)
@@ -174,18 +213,26 @@ def test_fix_then_rollback(copy_of, name, expect_fixed):
     assert first.returncode == 0, err[-3000:]
     doc = json.loads(out)
     assert doc["status"] == "fixed" and expect_fixed <= set(doc["fixed"]), doc
-    assert len(doc["plan"]["steps"]) == 1  # one uv resolution for every package finding
+    # one uv resolution for every package finding (besides moving this machine's stale Ray sessions aside)
+    assert len([s for s in doc["plan"]["steps"] if s["kind"] != "ray-quarantine"]) == 1, doc["plan"]["steps"]
 
     # the next check: no error findings except host facts (no GPU here)
     proc = run_doctor("check", "--json", "--python", py)
     after = json.loads(proc.stdout)
     assert {e for e in errors(after) if not e.startswith("gpu.")} == set(), after["findings"]
-    assert freeze(py) != broken
+    # the import that failed passes now (a wheel reinstalled over another's files: the same freeze)
+    broke = BROKEN_IMPORT.get(name)
+    if broke:
+        assert imports(py, broke), f"import {broke} still fails after the fix"
+    else:
+        assert freeze(py) != broken
 
-    # rollback: the broken freeze, byte for byte
+    # rollback: the broken freeze, byte for byte (and the broken import, where there is one)
     proc = run_doctor("rollback", "--yes", "--python", py, env=UV_ENV)
     assert proc.returncode == 0, proc.stderr
     assert freeze(py) == broken
+    if broke:
+        assert not imports(py, broke), f"import {broke} passes after the rollback: the broken state is not back"
     snap = Path(doc["snapshot"]["path"])
     meta = json.loads((snap / "snapshot.json").read_text())
     assert meta["status"] == "rolled-back" and meta["target"] == py and meta["plan"]["steps"]
