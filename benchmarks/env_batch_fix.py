@@ -31,6 +31,8 @@ from pathlib import Path
 
 import yaml
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
 REPO = Path(__file__).resolve().parents[1]
 CASES = REPO / "benchmarks" / "env_batch" / "CASES.yaml"
 UV = shutil.which("uv") or str(Path(sys.executable).with_name("uv"))
@@ -63,9 +65,19 @@ def diff(a: dict, b: dict) -> list[str]:
     return out
 
 
-def imports_pass(py: Path, modules: list[str], env: dict) -> dict[str, bool]:
-    return {m: subprocess.run([str(py), "-c", f"import {m}"], capture_output=True, env=env, cwd="/tmp",
-                              timeout=300).returncode == 0 for m in modules}
+def imports_pass(py: Path, names: list[str], env: dict) -> dict[str, bool]:
+    """Each broken import or first use (build_env_batch.PROBES: ray.init, datasets.load_dataset,
+    vllm.get_attn_backend …) in a new process, the way the batch found it broken."""
+    from build_env_batch import PROBES
+
+    out = {}
+    for name in names:
+        try:
+            out[name] = subprocess.run([str(py), "-c", PROBES.get(name, f"import {name}")], capture_output=True,
+                                       env=env, cwd="/tmp", timeout=300).returncode == 0
+        except subprocess.TimeoutExpired:
+            out[name] = False
+    return out
 
 
 def doctor(*args: str, env: dict) -> subprocess.CompletedProcess:
@@ -79,7 +91,7 @@ def run_case(case: dict, root: Path) -> dict:
     meta = json.loads((env_dir / "case.json").read_text())
     settings = meta.get("env") or {}
     env = {**os.environ, **settings}
-    modules = [b for b in case["breaks"] if "." not in b or b.startswith(("verl.", "vllm."))]
+    modules = list(case["breaks"])  # imports and first uses alike
     row: dict = {"name": case["name"], "kind": case["kind"]}
     before = state(py)
     t0 = time.perf_counter()

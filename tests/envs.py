@@ -58,6 +58,11 @@ RECIPES: dict[str, tuple[Path, list[list[str]], str]] = {
                         "nvidia-nccl-cu11 2.14.3 writes nvidia/nccl/lib/libnccl.so.2 over nvidia-nccl-cu12's"),
     "pin-numpy1252": (LOCK_041, [["install", "--no-deps", "numpy==1.25.2"]],
                       "numpy 1.25.2 under pandas 3.0.6 ('Please upgrade numpy to >= 1.26.0')"),
+    # CUDA 12 and CUDA 13 wheels in one env (field-modern class 7; vllm-project/vllm#43435): vLLM 0.24's
+    # PyPI wheel (built with CUDA 13) laid over the seed's torch 2.4 (CUDA 12), as a `pip install -U vllm
+    # --no-deps` into an older env does.
+    "vllm024-over-cu12": (LOCK_041, [["install", "--no-deps", "vllm==0.24.0"]],
+                          "vLLM 0.24.0 (links libcudart.so.13) over torch 2.4.0 (libcudart.so.12)"),
     "datasets2144-fsspec2025": (LOCK_041, [["install", "datasets==2.14.4"], ["install", "--no-deps", "fsspec==2025.3.0"]],
                                 "datasets 2.14.4 (what the [stack] extra once resolved) with fsspec 2025.3.0: "
                                 "load_dataset of a parquet fails"),

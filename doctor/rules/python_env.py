@@ -190,3 +190,36 @@ def files_overlap(facts, ctx):
                    a=o["dists"][0], b=o["dists"][1], differ=o["differ"], last=last,
                    version=installed(facts, last) or "", advice=advice, python=ctx.python,
                    other_version=installed(facts, o["dists"][0] if last == o["dists"][1] else o["dists"][1]) or "")
+
+
+def _cuda_major(sonames) -> int | None:
+    """The CUDA major a library was built with, from the runtime libraries it links by soname
+    (libcudart.so.13, libnvrtc.so.13, libcublas.so.13: their majors are the toolkit's)."""
+    majors = {int(n.rsplit(".", 1)[1]) for n in sonames or [] if n.rsplit(".", 1)[1].isdigit()}
+    return max(majors) if majors else None
+
+
+@rule("compiled extensions link the CUDA major torch was built with", "python", needs=("kernels",),
+      emits=("extension.cuda-major-mismatch",))
+def cuda_major_mixed(facts, ctx):
+    libs = facts["kernels"].get("libraries") or {}
+    if not any("cuda_needed" in v for v in libs.values()):
+        raise cannot_look("kernels", "the kernels probe did not read the libraries' linked sonames (an older recording)")
+    torch_major = next((m for rel, v in sorted(libs.items()) if v.get("dist", "").lower() == "torch"
+                        and (m := _cuda_major(v.get("cuda_needed")))), None)
+    if torch_major is None:
+        return  # torch without CUDA (a CPU build) or not installed: nothing to compare with
+    by_dist: dict[str, list[tuple[str, int, list]]] = {}
+    for rel, v in sorted(libs.items()):
+        m = _cuda_major(v.get("cuda_needed"))
+        if v.get("dist", "").lower() != "torch" and m is not None and m != torch_major:
+            by_dist.setdefault(v["dist"], []).append((rel, m, v["cuda_needed"]))
+    torch_version = installed(facts, "torch") or "?"
+    for dist, items in sorted(by_dist.items()):
+        majors = sorted({m for _, m, _ in items})
+        evidence = [f"{rel} links {', '.join(needed)} (CUDA {m})" for rel, m, needed in items[:4]]
+        if len(items) > 4:
+            evidence.append(f"… and {len(items) - 4} more of {dist}'s libraries")
+        evidence.append(f"torch {torch_version} links libcudart.so.{torch_major} (CUDA {torch_major})")
+        yield make("extension.cuda-major-mismatch", evidence, dist=dist, version=installed(facts, dist) or "?",
+                   ext_cuda="/".join(map(str, majors)), torch=torch_version, torch_cuda=torch_major)

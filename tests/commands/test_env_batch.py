@@ -70,3 +70,15 @@ def test_a_cached_check_is_not_reused_under_another_setting(tmp_path):
                                      env={**cache, "VLLM_USE_MODELSCOPE": "True"}).stdout)
     assert [f["id"] for f in headlines(switched)] == ["setting.unusable-value"]
     assert not switched["timings"].get("cached"), switched["timings"]
+
+
+def test_wheels_of_two_cuda_majors_are_named_by_the_libraries_they_link():
+    # vLLM 0.24's wheel (CUDA 13) over torch 2.4 (CUDA 12): field-modern class 7, vllm-project/vllm#43435
+    _, doc = check_json("vllm024-over-cu12")
+    (mixed,) = [f for f in doc["findings"] if f["id"] == "extension.cuda-major-mismatch"]
+    assert mixed["severity"] == "error" and mixed["title"].startswith("vllm 0.24.0 was built for CUDA 13, torch 2.4.0 for CUDA 12")
+    assert any("libcudart.so.13" in e for e in mixed["evidence"]) and any("libcudart.so.12" in e for e in mixed["evidence"])
+    # one CUDA major everywhere: no finding (the seed's cu12 set, today's cu13 set)
+    for healthy in ("working", "modern"):
+        _, doc = check_json(healthy)
+        assert not [f for f in doc["findings"] if f["id"] == "extension.cuda-major-mismatch"], healthy

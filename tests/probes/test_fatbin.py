@@ -172,3 +172,10 @@ def test_scanning_every_library_of_torch_vllm_xformers_is_fast(working_site):
     took = time.perf_counter() - t
     assert len(res) == len(libs) >= 15 and not [p for p, r in res.items() if r["error"]]
     assert took < 10, f"{took:.2f} s for {len(libs)} libraries"
+
+
+def test_needed_reads_the_sonames_a_library_links():
+    # the tiny nvcc 13.0 library links the CUDA 13 runtime: that major is what the
+    # extension.cuda-major-mismatch rule compares with torch's libtorch_cuda.so
+    assert fatbin.needed(DATA / "libtiny-sm80-ptx90.so") == ["libcudart.so.13", "libstdc++.so.6", "libgcc_s.so.1", "libc.so.6"]
+    assert "libc.so.6" in fatbin.needed("/bin/ls")  # any dynamically linked executable of this machine

@@ -249,6 +249,34 @@ def archs(path):
     return res
 
 
+def needed(path):
+    """The DT_NEEDED entries of PATH's dynamic section (the sonames the loader will look for:
+    libcudart.so.12 says the library was built with CUDA 12), in order; [] when it has none."""
+    with open(path, "rb", buffering=0) as f:
+        secs = _sections(f)
+        f.seek(4)
+        cls = f.read(1)[0]
+        if ".dynamic" not in secs or ".dynstr" not in secs:
+            return []
+        off, size = secs[".dynamic"]
+        f.seek(off)
+        dyn = f.read(size)
+        off, size = secs[".dynstr"]
+        f.seek(off)
+        strs = f.read(size)
+    fmt = "<qQ" if cls == 2 else "<iI"
+    step = struct.calcsize(fmt)
+    out = []
+    for i in range(0, len(dyn) - step + 1, step):
+        tag, val = struct.unpack_from(fmt, dyn, i)
+        if tag == 0:  # DT_NULL ends the table
+            break
+        if tag == 1 and val < len(strs):  # DT_NEEDED: an offset into .dynstr
+            end = strs.find(b"\0", val)
+            out.append(strs[val:end if end >= 0 else None].decode("latin-1"))
+    return out
+
+
 def scan(paths):
     """{path: archs(path)} for each of PATHS (a path as given, in order)."""
     return {str(p): archs(p) for p in paths}

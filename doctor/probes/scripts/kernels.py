@@ -3,9 +3,11 @@
 # from each distribution's RECORD, so a file the RECORD lists but the disk lacks is a fact too.
 # argv: [JSON {dist: [glob, ...]}]
 import fnmatch
+import re
 import importlib.metadata as _md
 import time
 
+CUDA_SONAME = re.compile(r"^lib(cudart|nvrtc|cublas|cublasLt)\.so\.\d+$")
 wanted = _json.loads(_sys.argv[1]) if len(_sys.argv) > 1 else {}
 t0 = time.perf_counter()
 out = {"libraries": {}, "missing": [], "seconds": 0.0}
@@ -26,8 +28,13 @@ for dist_name, patterns in wanted.items():
             continue
         a = archs(path)
         a.pop("relocatable", None)
+        # the CUDA libraries it links by soname: libcudart.so.13 is CUDA 13 (the major is the toolkit's)
+        try:
+            cuda = [n for n in needed(path) if CUDA_SONAME.match(n)]
+        except (OSError, FatbinError, struct.error, IndexError):
+            cuda = None
         out["libraries"][rel] = dict(a, dist=dist.metadata["Name"], version=dist.version,
-                                     size=_os.path.getsize(path))
+                                     size=_os.path.getsize(path), cuda_needed=cuda)
 # Every distribution's compiled files, cheaply (existence and size against RECORD): a file the
 # RECORD lists but the disk lacks is a half-finished install or a deletion (conda doctor's check).
 # A path two distributions' RECORDs both list is one file on disk that only one of them wrote:
