@@ -4,6 +4,7 @@
 # argv: [JSON {dist: [glob, ...]}]
 import fnmatch
 import re
+import struct
 import importlib.metadata as _md
 import time
 
