@@ -106,6 +106,7 @@ def fix_params(log: dict[str, str], python_version: str | None, target_first: bo
     return {k: v for k, v in params.items() if v}, differs
 
 
+_TITLE = re.compile(r"\s*#{1,2}[ \t]+\S")
 _LOG_LINE = re.compile(r"\b(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\b|\(\w+ pid=\d+|^\s*File \"|"
                        r"^\[\d{4}-\d\d-\d\d|^\s*\[rank\d+\]|Traceback|step:\d+|\bexit(?:ed)? (?:with )?code\b")
 
@@ -146,7 +147,7 @@ def _join_open_spans(lines: list[str], most: int = 3) -> list[str]:
 def looks_like_a_log(lines: list[str], sp: dict) -> bool:
     """A console log has log structure somewhere: a traceback, an exception or error line, a log
     level, a Ray or torch.distributed prefix, a training step. A README or a config file has none."""
-    return any(_LOG_LINE.search(ln) or any(rx.search(ln) for _, rx in sp["markers"]) for ln in lines)
+    return any(_LOG_LINE.search(ln) or any(rx.search(ln) for name, rx in sp["markers"] if name != "title") for ln in lines)
 
 
 def triage_text(text: str, path: str, python: str = "python", python_version: str | None = None,
@@ -172,8 +173,10 @@ def triage_text(text: str, path: str, python: str = "python", python_version: st
     benign = _benign_lines(lines, start) | {i for i, _ in scan(lines).matching(sp["benign"], start)}
     region = [i for i in range(start, len(lines)) if i not in benign]
     in_region = set(region)
+    # an issue's title pasted as the first line ("# … error: …"): a failure statement (triage.yaml `title`)
+    first = next((i for i, ln in enumerate(lines) if ln.strip()), None) if _TITLE.match(text) else None
     markers = sorted((i, name) for name, rx in sp["markers"] for i, _ in scan(lines).matching(rx, start)
-                     if i in in_region)
+                     if i in in_region and (name != "title" or i == first))
     fatal_hits = match(lines, region, [s for s in sp["signatures"] if s.get("fatal")])
     failed = not completed and bool(markers or (last_step_idx is None and fatal_hits))
     if not failed and not completed:
@@ -194,6 +197,11 @@ def triage_text(text: str, path: str, python: str = "python", python_version: st
     warn_hits = match(lines, range(len(lines)), [s for s in sp["signatures"] if not s.get("fatal")])
     failure = model(lines, region)
     t.root = _root_document(failure, log_stack)
+    r = failure.root
+    if r is not None and "Import" in (r.type or "") and r.owner not in (None, "stdlib", "__main__"):
+        # the package whose frame ran the failing import: the one of the pair written for another release
+        known = {**known, "importer": r.owner + (f" {log_stack[canonicalize_name(r.owner)]}"
+                                                 if log_stack.get(canonicalize_name(r.owner)) else "")}
     # An errno or a signal is the decisive detail of a failure: its class goes before the signature
     # families that only name where it surfaced (NCCL's posix_fallocate ENOSPC is a small /dev/shm).
     decisive = _by_class(failure, lines, region, python, known, decisive_only=True)
@@ -316,13 +324,17 @@ def _by_class(failure: Failure, lines: list[str], region: list[int], python: str
     defaults = {k: v.format_map(fmt) if isinstance(v, str) else v for k, v in (cls.get("params") or {}).items()}
     params = {**defaults, **known, "python": python, "message": message, **groups}
     caller, callee = raised.boundary if raised is not None else (None, None)
-    params.update({k: v for k, v in (("caller", caller), ("callee", callee)) if v and k not in params})
+    src = raised if raised is not None else failure.root  # a text class read a line: the root raised it
+    owner = src.owner if src is not None and src.owner not in ("stdlib", "__main__") else None
+    params.update({k: v for k, v in (("caller", caller), ("callee", callee), ("owner", owner)) if v and k not in params})
     # a class's params may name the finding's other placeholders ({callee} in `direction`): filled once
     # the boundary is known, else from the finding's own defaults
     base = {**_finding_defaults(cls["id"]), **params}
     for k in (cls.get("params") or {}):   # only the class's own texts: what came from the log is not a template
         if k not in groups and isinstance(params.get(k), str) and "{" in params[k]:
             params[k] = params[k].format_map(SafeFormat(base))
+            if re.fullmatch(r"\{\w+\}", params[k]):  # nothing to fill it with ({owner} of a cut traceback)
+                del params[k]                          # the finding's own default says it instead
     if "data_file" not in params:  # the data file the log names, for the finding's command
         data_file = re.search(r"[\w./~-]+\.parquet\b", "\n".join(lines[i] for i in region[-400:]))
         if data_file:
