@@ -3,9 +3,9 @@
 exactly"). The envs are benchmarks/build_env_batch.py's, under /tmp/envbatch; each case that breaks
 something is run the way a user runs it, with the case's settings in the environment:
 
-    1. the env's state: `uv pip freeze` and every file under site-packages (path, size, inode: uv
-       installs by hardlinking its cache, so a file put back is the same inode again; a file of the
-       same size on another inode is counted apart, as "re-linked");
+    1. the env's state: `uv pip freeze` and every file under site-packages (path, size, inode, and the
+       sha256 of every file under 64 MB: a file put back on another inode — uv writes a dist-info's
+       INSTALLER, RECORD and REQUESTED anew — is judged by its bytes);
     2. `doctor fix --yes --json --python ENV/bin/python` (its exit: 0 fixed, 1 errors remain);
     3. the case's broken imports, each in a new process (`python -c "import X"`), and `uv pip check`;
     4. `doctor rollback --yes --python ENV/bin/python`, then the state again, compared with step 1.
@@ -21,6 +21,7 @@ The envs are changed and restored in place; run it on a batch nobody else is usi
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -35,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 REPO = Path(__file__).resolve().parents[1]
 CASES = REPO / "benchmarks" / "env_batch" / "CASES.yaml"
+SMALL = 64 << 20  # files below this size are compared by content
 UV = shutil.which("uv") or str(Path(sys.executable).with_name("uv"))
 
 
@@ -46,7 +48,10 @@ def state(py: Path) -> dict:
     for p in sorted(site.rglob("*")):
         if p.is_file() and "__pycache__" not in p.parts:
             st = p.stat()
-            files[str(p.relative_to(site))] = (st.st_size, st.st_ino)
+            # the bytes too, where that is cheap: a file put back on another inode (uv writes INSTALLER,
+            # RECORD and REQUESTED anew on every install) is then judged by its content
+            digest = hashlib.sha256(p.read_bytes()).hexdigest() if st.st_size < SMALL else None
+            files[str(p.relative_to(site))] = (st.st_size, st.st_ino, digest)
     return {"freeze": freeze.splitlines(), "files": files}
 
 
@@ -56,12 +61,15 @@ def diff(a: dict, b: dict) -> list[str]:
     fa, fb = a["files"], b["files"]
     both = fa.keys() & fb.keys()
     changed = [k for k in both if fa[k][0] != fb[k][0]]
-    relinked = [k for k in both if fa[k][0] == fb[k][0] and fa[k][1] != fb[k][1]]
+    changed += [k for k in both if fa[k][0] == fb[k][0] and fa[k][2] != fb[k][2]]  # same size, other bytes
+    relinked = [k for k in both if fa[k][0] == fb[k][0] and fa[k][1] != fb[k][1] and fa[k][2] == fb[k][2]]
+    unhashed = [k for k in relinked if fa[k][2] is None]
     if (fa.keys() ^ fb.keys()) or changed:
         out.append(f"files: {len(fa.keys() - fb.keys())} gone, {len(fb.keys() - fa.keys())} new, "
                    f"{len(changed)} of another size")
     if relinked:
-        out.append(f"files: {len(relinked)} re-linked with the same size")
+        out.append(f"files: {len(relinked)} on another inode with the same bytes"
+                   + (f" ({len(unhashed)} of them ≥ {SMALL >> 20} MB: same size, not hashed)" if unhashed else ""))
     return out
 
 
