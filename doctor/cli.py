@@ -105,6 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
     cb.add_argument("--sbom", metavar="PATH", help="CycloneDX JSON SBOM output (default: <tag>.cdx.json)")
     cb.add_argument("--index-url", metavar="URL", help="package index for the image's installs (default: PyPI)")
     cb.add_argument("--network", default="host", help="network of the build steps (default: host)")
+    cb.add_argument("--context", metavar="DIR", help="write the image's definition instead of building it: the build "
+                    "context, DIR/build.sh (the docker build command) and the SBOM planned from the lock (no engine needed)")
     cb.add_argument("--json", action="store_true", help="the result as JSON on stdout")
     cb.add_argument("--quiet", action="store_true", help="do not stream the build output")
     cv = csub.add_parser("verify", help="run `doctor check` inside an image; pass unless it finds errors the host does not explain")

@@ -16,6 +16,22 @@ def _err(msg: str) -> None:
 
 
 def run_container(args) -> int:
+    if args.container_command == "build" and args.context:
+        if args.pin_base:
+            _err("doctor: --pin-base needs an engine; --context writes the definition without one")
+            return ExitCode.USAGE
+        res = containers.write_context(args.context, stack_name=args.stack, lock=args.lock, base=args.base,
+                                       tag=args.tag, flash_attn=args.flash_attn, sbom=args.sbom,
+                                       index_url=args.index_url, network=args.network,
+                                       echo=(lambda m: None) if args.quiet else _err)
+        if args.json:
+            print(json.dumps(res, indent=2, sort_keys=True))
+            return ExitCode.OK
+        print(f"context  {res['context']}  (Dockerfile, lock.txt, the doctor's wheel; image {res['tag']})")
+        print(f"SBOM     {res['sbom']}  ({res['distributions']} distributions planned from the lock, "
+              f"sha256 {res['sbom_sha256'][:16]}…)")
+        print(f"build    {runnable(res['build_script'])}")
+        return ExitCode.OK
     if args.container_command == "build":
         try:
             res = containers.build(stack_name=args.stack, lock=args.lock, base=args.base, tag=args.tag,

@@ -23,6 +23,7 @@ from doctor.container.inputs import (DOCKERFILE, LABEL, VENV, build_doctor_wheel
                                      wheel_requirements)
 from doctor.container.sbom import list_venv, sbom_json
 from doctor.errors import UsageError
+from doctor.lockfiles import parse_lockfile
 
 
 def build_date() -> datetime:
@@ -57,23 +58,71 @@ def _stream(lines, log: list[str], echo) -> str | None:
     return image_id
 
 
-def build(stack_name: str | None = None, lock: str | None = None, base: str | None = None,
-          tag: str | None = None, pin_base: bool = False, flash_attn: bool = True,
-          sbom: str | None = None, index_url: str | None = None, network: str = "host",
-          echo=None) -> dict:
+def _assemble(ctx: Path, lock_bytes: bytes, echo) -> None:
+    """The build context: the Dockerfile, the lock, the host's CA bundle, the doctor's wheel."""
+    shutil.copy2(DOCKERFILE, ctx / "Dockerfile")
+    (ctx / "lock.txt").write_bytes(lock_bytes)
+    ca = host_ca_bundle()
+    (ctx / "build-ca.crt").write_bytes(ca.read_bytes() if ca else b"")
+    echo("… building the doctor's wheel")
+    wheel = build_doctor_wheel(ctx / "dist")
+    (ctx / "doctor-requirements.txt").write_text("\n".join(wheel_requirements(wheel)) + "\n")
+
+
+def write_context(out: str, stack_name: str | None = None, lock: str | None = None, base: str | None = None,
+                  tag: str | None = None, flash_attn: bool = True, sbom: str | None = None,
+                  index_url: str | None = None, network: str = "host", echo=None) -> dict:
+    """The image's definition without an engine: the build context in OUT, the `docker build` command
+    that builds it (OUT/build.sh), and the SBOM the image will carry, from the lock (every locked
+    distribution at its hashed version; `doctor container build` lists the built venv instead)."""
     echo = echo or (lambda m: print(m, file=sys.stderr, flush=True))
     lock_path, stack, python = resolve_lock(stack_name, lock)
+    wheel_info = _flash_attn_wheel(stack, python, flash_attn)
+    base = base or f"python:{python}-slim-bookworm"
+    tag = tag or default_tag(stack, python)
+    created = build_date()
+    lock_bytes = lock_path.read_bytes()
+    labels, buildargs = _labels_and_args(stack, python, lock_path, lock_bytes, base, base, None, created,
+                                         wheel_info, flash_attn, index_url)
+    ctx = Path(out)
+    if ctx.exists() and any(ctx.iterdir()):
+        raise UsageError(f"--context {out}: the folder is not empty")
+    ctx.mkdir(parents=True, exist_ok=True)
+    _assemble(ctx, lock_bytes, echo)
+    import shlex
+
+    argv = ["docker", "build", "--network", network, "--tag", tag]
+    for k, v in sorted(buildargs.items()):
+        argv += ["--build-arg", f"{k}={v}"]
+    for k, v in sorted(labels.items()):
+        argv += ["--label", f"{k}={v}"]
+    command = shlex.join([*argv, str(ctx.resolve())])
+    (ctx / "build.sh").write_text("#!/bin/sh\n# The image of " + lock_path.name + ", as `doctor container build` builds it"
+                                  " (without its SBOM label step).\nset -e\nexec " + command + "\n")
+    (ctx / "build.sh").chmod(0o755)
+    entries = parse_lockfile(lock_path)
+    dists = [{"name": n, "version": e["version"], "summary": ""} for n, e in sorted(entries.items())]
+    doc = sbom_json(dists, tag, "sha256:" + hashlib.sha256(lock_bytes).hexdigest(),
+                    {**labels, f"{LABEL}.sbom.source": f"the lockfile {lock_path.name} (planned: the image is not built)"},
+                    created)
+    sbom_path = Path(sbom) if sbom else ctx / "sbom.cdx.json"
+    sbom_path.parent.mkdir(parents=True, exist_ok=True)
+    sbom_path.write_text(doc)
+    return {"context": str(ctx.resolve()), "tag": tag, "command": command, "build_script": str((ctx / "build.sh").resolve()),
+            "sbom": str(sbom_path), "sbom_sha256": hashlib.sha256(doc.encode()).hexdigest(), "distributions": len(dists),
+            "labels": labels, "flash_attn": wheel_info.get("url") if flash_attn else None}
+
+
+def _flash_attn_wheel(stack: dict, python: str, flash_attn: bool) -> dict:
     wheel_info = (stack.get("flash_attn") or {}).get("wheels", {}).get(python) or {}
     if flash_attn and not wheel_info.get("url"):
         raise UsageError(f"stack {stack['name']} records no flash-attn wheel for Python {python}; "
                          "use --no-flash-attn")
-    base = base or f"python:{python}-slim-bookworm"
-    tag = tag or default_tag(stack, python)
-    created = build_date()
-    client = engine()
-    t0 = time.monotonic()
-    base_from, base_id, base_digest = resolve_base(client, base, pin_base, echo)
-    lock_bytes = lock_path.read_bytes()
+    return wheel_info
+
+
+def _labels_and_args(stack, python, lock_path, lock_bytes, base, base_from, base_id, created, wheel_info,
+                     flash_attn, index_url) -> tuple[dict, dict]:
     labels = {
         "org.opencontainers.image.created": created.strftime("%Y-%m-%dT%H:%M:%SZ"),
         "org.opencontainers.image.title": f"verl-doctor {stack['name']} (Python {python})",
@@ -84,12 +133,11 @@ def build(stack_name: str | None = None, lock: str | None = None, base: str | No
         f"{LABEL}.lock.file": lock_path.name,
         f"{LABEL}.lock.sha256": hashlib.sha256(lock_bytes).hexdigest(),
         f"{LABEL}.base.ref": base_from,
-        f"{LABEL}.base.id": base_id,
         f"{LABEL}.flash-attn": wheel_info.get("url", "") if flash_attn else "none",
         f"{LABEL}.venv": VENV,
     }
-    if base_digest:
-        labels["org.opencontainers.image.base.digest"] = base_digest
+    if base_id:
+        labels[f"{LABEL}.base.id"] = base_id
     buildargs = {
         "BASE_IMAGE": base_from, "PYTHON_VERSION": python, "UV_VERSION": uv_version(),
         "FLASH_ATTN_URL": wheel_info.get("url", "") if flash_attn else "",
@@ -97,16 +145,31 @@ def build(stack_name: str | None = None, lock: str | None = None, base: str | No
     }
     if index_url:
         buildargs["INDEX_URL"] = index_url
+    return labels, buildargs
+
+
+def build(stack_name: str | None = None, lock: str | None = None, base: str | None = None,
+          tag: str | None = None, pin_base: bool = False, flash_attn: bool = True,
+          sbom: str | None = None, index_url: str | None = None, network: str = "host",
+          echo=None) -> dict:
+    echo = echo or (lambda m: print(m, file=sys.stderr, flush=True))
+    lock_path, stack, python = resolve_lock(stack_name, lock)
+    wheel_info = _flash_attn_wheel(stack, python, flash_attn)
+    base = base or f"python:{python}-slim-bookworm"
+    tag = tag or default_tag(stack, python)
+    created = build_date()
+    client = engine()
+    t0 = time.monotonic()
+    base_from, base_id, base_digest = resolve_base(client, base, pin_base, echo)
+    lock_bytes = lock_path.read_bytes()
+    labels, buildargs = _labels_and_args(stack, python, lock_path, lock_bytes, base, base_from, base_id, created,
+                                         wheel_info, flash_attn, index_url)
+    if base_digest:
+        labels["org.opencontainers.image.base.digest"] = base_digest
     log: list[str] = []
     with tempfile.TemporaryDirectory(prefix="doctor-ctx-") as tmp:
         ctx = Path(tmp)
-        shutil.copy2(DOCKERFILE, ctx / "Dockerfile")
-        (ctx / "lock.txt").write_bytes(lock_bytes)
-        ca = host_ca_bundle()
-        (ctx / "build-ca.crt").write_bytes(ca.read_bytes() if ca else b"")
-        echo("… building the doctor's wheel")
-        wheel = build_doctor_wheel(ctx / "dist")
-        (ctx / "doctor-requirements.txt").write_text("\n".join(wheel_requirements(wheel)) + "\n")
+        _assemble(ctx, lock_bytes, echo)
         echo(f"… building {tag} from {base_from} ({lock_path.name}, flash-attn "
              f"{'on' if flash_attn else 'off'}) on {os.environ.get('DOCKER_HOST') or 'the default engine'}")
         image_id = _stream(client.api.build(path=str(ctx), rm=True, forcerm=True, pull=False,
