@@ -81,6 +81,10 @@ def test_check_lock_reports_real_drift_on_a_changed_package():
 
     _, clean = check_json("working", "--fast", "--lock", str(LOCK_041))
     assert "lock.drift" not in ids(clean)
+    # each family's lock against the env it installs: clean (issue 26), no error at all
+    for env, lock in (("modern", envs.LOCK_091), ("verl030", envs.LOCK_030)):
+        _, doc = check_json(env, "--fast", "--no-gpu", "--lock", str(lock))
+        assert "lock.drift" not in ids(doc) and not ids(doc, "error"), (env, ids(doc, "error"))
     _, doc = check_json("transformers5", "--fast", "--lock", str(LOCK_041))
     ev = finding(doc, "lock.drift")["evidence"]
     assert "different: transformers 5.0.0 installed, 4.47.1 locked" in ev
