@@ -61,6 +61,16 @@ _VERL_FORK = re.compile(r"(?:/|^)verl/(?:workers|trainer|utils|single_controller
 _STDLIB = re.compile(r"/lib/python3\.\d+/(?!site-packages|dist-packages)|^<frozen ")
 
 
+# The OSError subclasses of PEP 3151 and the errno each stands for (where a paste cut the "[Errno N]" off)
+_ERRNO_OF_TYPE = {"PermissionError": "EACCES", "FileNotFoundError": "ENOENT", "FileExistsError": "EEXIST",
+                  "IsADirectoryError": "EISDIR", "NotADirectoryError": "ENOTDIR", "ConnectionRefusedError": "ECONNREFUSED",
+                  "ConnectionResetError": "ECONNRESET", "ConnectionAbortedError": "ECONNABORTED",
+                  "BrokenPipeError": "EPIPE", "TimeoutError": "ETIMEDOUT", "ProcessLookupError": "ESRCH",
+                  "ChildProcessError": "ECHILD", "BlockingIOError": "EAGAIN", "InterruptedError": "EINTR"}
+# A frame whose path the paste elided before the package (".../mbridge/core/util.py"): that package's code
+_ELIDED = re.compile(r"^(?:\.\.\.|…)/(?P<pkg>[A-Za-z_]\w*)/[\w/]+\.py$")
+
+
 @dataclass
 class Frame:
     path: str
@@ -71,7 +81,7 @@ class Frame:
     def owner(self) -> str | None:
         """The package whose code this frame is: site-packages/<pkg>/…, a checkout of a stack library,
         `stdlib`, or None for the user's own code."""
-        m = _SITE.search(self.path) or _CHECKOUT.search(self.path)
+        m = _SITE.search(self.path) or _CHECKOUT.search(self.path) or _ELIDED.match(self.path)
         if m:
             return m.group("pkg")
         if _VERL_FORK.search(self.path):
@@ -131,7 +141,9 @@ class Raised:
 
     @functools.cached_property
     def errno(self) -> str | None:
-        return errno_of(self.message)   # asked for by the ranking and by every errno class: once
+        # asked for by the ranking and by every errno class: once. The message's own errno, else the one
+        # the exception's type stands for (PEP 3151: PermissionError is EACCES/EPERM, …)
+        return errno_of(self.message) or _ERRNO_OF_TYPE.get(self.short_type)
 
 
 @dataclass

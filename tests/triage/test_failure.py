@@ -131,6 +131,7 @@ def test_quoted_timestamps_and_bracketed_logger_prefixes_are_read_through():
     ("fresh-2026-12-02d", 20, 0),   # first look 11/29, 0/9 FA (docs/research/triage-fresh-2026-12-02d.md); learnt 20/29
     ("fresh-2026-12-02e", 18, 0),   # first look 5/32, 0/9 FA (docs/research/triage-fresh-2026-12-02e.md); learnt 16/32, 18/32
     ("fresh-2026-12-03", 20, 0),    # first look 10/32, 0/8 FA (docs/research/triage-fresh-2026-12-03.md); learnt 20/32
+    ("fresh-2026-12-03g", 10, 0),   # first look 5/21, 0/4 FA (docs/research/triage-fresh-2026-12-03g.md); learnt 10/21
 ])
 def test_each_fresh_batch_stays_named_after_learning_and_no_harmless_paste_is_blamed(batch, named, false_alarms):
     score, _ = run_batch(REPO / "tests" / "data" / "corpus" / batch)
@@ -304,3 +305,26 @@ def test_build_loader_metadata_and_data_key_classes():
     assert f.id != "runtime.data-file"  # your own code's KeyError: not the data file's
     _, f = _first("ValueError: guided_decoding_backend is not supported by the V1 Engine.\n")
     assert f.id == "runtime.api-mismatch" and "VLLM_USE_V1=0" in f.fix.summary
+
+
+# -- the structures batch g taught -------------------------------------------------------------------
+
+def test_an_oserror_subclass_stands_for_its_errno_when_the_paste_cut_it():
+    # PermissionError without "[Errno 13]" (an IPython header, the rest cut): EACCES, in Ray's code
+    _, f = _first("PermissionError                           Traceback (most recent call last)\n"
+                  "/env/lib/python3.11/site-packages/ray/_private/node.py in __init__(self)\n"
+                  "PermissionError: cannot create the session\n")
+    assert f.id == "runtime.permission-denied" and "/tmp/ray" in f.title
+
+
+def test_an_elided_frame_is_its_packages_and_a_missing_attribute_there_is_an_api_mismatch():
+    _, f = _first('Traceback (most recent call last):\n  File ".../somebridge/core/util.py", line 8, in build\n'
+                  "    if t == Kind.old_member:\nAttributeError: type object 'Kind' has no attribute 'old_member'\n")
+    assert f.id == "runtime.api-mismatch" and f.title.startswith("somebridge calls") and "pin" in f.fix.summary
+
+
+def test_a_title_naming_an_oom_and_an_errno_quoted_mid_line_are_failures():
+    _, f = _first("# cuda out of memory when serving a 70B model on 8 GPUs\n\nThe server shuts down after a minute.\n")
+    assert f.id == "runtime.cuda-oom" and "gpu_memory_utilization" in f.fix.summary
+    t = triage_text("| dir | outcome |\n|---|---|\n| /fsx | **failed** with `[Errno 28] No space left on device` |\n", "x.log")
+    assert t.status == "failed" and t.findings[0].id in ("runtime.disk-full", "runtime.checkpoint-write-failed")
