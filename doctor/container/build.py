@@ -76,11 +76,7 @@ def write_context(out: str, stack_name: str | None = None, lock: str | None = No
     that builds it (OUT/build.sh), and the SBOM the image will carry, from the lock (every locked
     distribution at its hashed version; `doctor container build` lists the built venv instead)."""
     echo = echo or (lambda m: print(m, file=sys.stderr, flush=True))
-    lock_path, stack, python = resolve_lock(stack_name, lock)
-    wheel_info = _flash_attn_wheel(stack, python, flash_attn)
-    base = base or f"python:{python}-slim-bookworm"
-    tag = tag or default_tag(stack, python)
-    created = build_date()
+    lock_path, stack, python, wheel_info, base, tag, created = _inputs(stack_name, lock, base, tag, flash_attn)
     lock_bytes = lock_path.read_bytes()
     labels, buildargs = _labels_and_args(stack, python, lock_path, lock_bytes, base, base, None, created,
                                          wheel_info, flash_attn, index_url)
@@ -111,6 +107,15 @@ def write_context(out: str, stack_name: str | None = None, lock: str | None = No
     return {"context": str(ctx.resolve()), "tag": tag, "command": command, "build_script": str((ctx / "build.sh").resolve()),
             "sbom": str(sbom_path), "sbom_sha256": hashlib.sha256(doc.encode()).hexdigest(), "distributions": len(dists),
             "labels": labels, "flash_attn": wheel_info.get("url") if flash_attn else None}
+
+
+def _inputs(stack_name, lock, base, tag, flash_attn):
+    """What both a build and a written definition start from: the lock, its stack and Python, the
+    flash-attn wheel, the base and tag (defaults filled), the build date."""
+    lock_path, stack, python = resolve_lock(stack_name, lock)
+    wheel_info = _flash_attn_wheel(stack, python, flash_attn)
+    return (lock_path, stack, python, wheel_info, base or f"python:{python}-slim-bookworm",
+            tag or default_tag(stack, python), build_date())
 
 
 def _flash_attn_wheel(stack: dict, python: str, flash_attn: bool) -> dict:
@@ -153,11 +158,7 @@ def build(stack_name: str | None = None, lock: str | None = None, base: str | No
           sbom: str | None = None, index_url: str | None = None, network: str = "host",
           echo=None) -> dict:
     echo = echo or (lambda m: print(m, file=sys.stderr, flush=True))
-    lock_path, stack, python = resolve_lock(stack_name, lock)
-    wheel_info = _flash_attn_wheel(stack, python, flash_attn)
-    base = base or f"python:{python}-slim-bookworm"
-    tag = tag or default_tag(stack, python)
-    created = build_date()
+    lock_path, stack, python, wheel_info, base, tag, created = _inputs(stack_name, lock, base, tag, flash_attn)
     client = engine()
     t0 = time.monotonic()
     base_from, base_id, base_digest = resolve_base(client, base, pin_base, echo)
