@@ -164,8 +164,10 @@ def default_params(finding_id: str, context: str = "import") -> dict:
     return dict(sigs[0]["params"]) if sigs else {}
 
 
+@functools.lru_cache(maxsize=1024)
 def classify(message: str) -> str | None:
-    """The finding ID an import's error message proves; None if unknown."""
+    """The finding ID an import's error message proves; None if unknown. Cached: every rule that reads
+    the failed imports asks for the same texts (rules/failures.import_failures), once each here."""
     for fid, rx, _ in _import_signatures():
         if rx.search(message):
             return fid
