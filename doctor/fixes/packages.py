@@ -12,7 +12,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from doctor.fixes import ApplyContext, FixError, Step, StepKind, register
+from doctor.fixes import ApplyContext, FixError, Step, StepKind, fill, register
 from doctor.uv import runnable
 from doctor.uv import uv_bin
 from doctor.lockfiles.compile import stack_inputs
@@ -227,8 +227,6 @@ class ReinstallWinnerKind(StepKind):
     name = "reinstall-winner"
 
     def make_step(self, finding, entry: dict, *, python: str, stack: dict | None) -> Step:
-        from doctor.fixes import fill
-
         p = finding.params
         last, version = fill("{last}", finding), fill("{version}", finding)
         other = p["b"] if p.get("a") == last else p.get("a")
