@@ -60,32 +60,24 @@ def diff(a: dict, b: dict) -> list[str]:
     out += [f"+ {x}" for x in sorted(set(b["freeze"]) - set(a["freeze"]))]
     fa, fb = a["files"], b["files"]
     both = fa.keys() & fb.keys()
-    changed = [k for k in both if fa[k][0] != fb[k][0]]
-    changed += [k for k in both if fa[k][0] == fb[k][0] and fa[k][2] != fb[k][2]]  # same size, other bytes
+    changed = [k for k in both if fa[k][0] != fb[k][0] or fa[k][2] != fb[k][2]]  # another size, or other bytes
     relinked = [k for k in both if fa[k][0] == fb[k][0] and fa[k][1] != fb[k][1] and fa[k][2] == fb[k][2]]
     unhashed = [k for k in relinked if fa[k][2] is None]
     if (fa.keys() ^ fb.keys()) or changed:
         out.append(f"files: {len(fa.keys() - fb.keys())} gone, {len(fb.keys() - fa.keys())} new, "
-                   f"{len(changed)} of another size")
+                   f"{len(changed)} with other bytes")
     if relinked:
         out.append(f"files: {len(relinked)} on another inode with the same bytes"
                    + (f" ({len(unhashed)} of them ≥ {SMALL >> 20} MB: same size, not hashed)" if unhashed else ""))
     return out
 
 
-def imports_pass(py: Path, names: list[str], env: dict) -> dict[str, bool]:
+def imports_pass(env_dir: Path, names: list[str], case_env: dict) -> dict[str, bool]:
     """Each broken import or first use (build_env_batch.PROBES: ray.init, datasets.load_dataset,
-    vllm.get_attn_backend …) in a new process, the way the batch found it broken."""
-    from build_env_batch import PROBES
+    vllm.get_attn_backend …) in a new process, as build_env_batch found it broken (its own probe)."""
+    from build_env_batch import PROBES, probe
 
-    out = {}
-    for name in names:
-        try:
-            out[name] = subprocess.run([str(py), "-c", PROBES.get(name, f"import {name}")], capture_output=True,
-                                       env=env, cwd="/tmp", timeout=300).returncode == 0
-        except subprocess.TimeoutExpired:
-            out[name] = False
-    return out
+    return {n: probe(env_dir, PROBES.get(n, f"import {n}"), case_env)[0] == 0 for n in names}
 
 
 def doctor(*args: str, env: dict) -> subprocess.CompletedProcess:
@@ -116,12 +108,9 @@ def run_case(case: dict, root: Path) -> dict:
     row["reason"] = doc.get("reason")
     after = state(py)
     row["changed"] = diff(before, after)
+    row["imports_after"] = imports_pass(env_dir, modules, settings)   # a setting's fix changes nothing: still broken
     if case["kind"] == "setting":
-        clean = {k: v for k, v in os.environ.items() if k not in settings}
-        row["imports_after"] = imports_pass(py, modules, env)          # the fix changed nothing: still broken
-        row["imports_without_setting"] = imports_pass(py, modules, clean)
-    else:
-        row["imports_after"] = imports_pass(py, modules, env)
+        row["imports_without_setting"] = imports_pass(env_dir, modules, {})
     check = subprocess.run([UV, "pip", "check", "--python", str(py)], capture_output=True, text=True)
     row["uv_pip_check_after"] = "clean" if check.returncode == 0 else check.stdout.strip().splitlines()[-1:]
     if row["changed"]:

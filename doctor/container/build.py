@@ -9,6 +9,7 @@ import hashlib
 import io
 import os
 import re
+import shlex
 import shutil
 import sys
 import tempfile
@@ -85,8 +86,6 @@ def write_context(out: str, stack_name: str | None = None, lock: str | None = No
         raise UsageError(f"--context {out}: the folder is not empty")
     ctx.mkdir(parents=True, exist_ok=True)
     _assemble(ctx, lock_bytes, echo)
-    import shlex
-
     argv = ["docker", "build", "--network", network, "--tag", tag]
     for k, v in sorted(buildargs.items()):
         argv += ["--build-arg", f"{k}={v}"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from datetime import datetime
 
 from doctor.container.inputs import LABEL, VENV
@@ -51,8 +52,6 @@ def sbom_json(dists: list[dict], tag: str, image_id: str, labels: dict, created:
         purl = PackageURL(type="pypi", name=n, version=d["version"])
         bom.components.add(Component(name=d["name"], version=d["version"], type=ComponentType.LIBRARY,
                                      purl=purl, bom_ref=str(purl), description=d["summary"] or None))
-    import warnings
-
     with warnings.catch_warnings():  # the venv's dependency graph is not recorded: cyclonedx warns that it is not
         warnings.simplefilter("ignore", UserWarning)
         return JsonV1Dot6(bom).output_as_string(indent=2)

@@ -168,8 +168,8 @@ def plan_constraints(entry: dict, finding) -> list[str]:
     out = []
     for item in entry.get("constraints", []):
         try:
-            path = item.format_map({k: str(v) for k, v in (getattr(finding, "params", None) or {}).items()})
-        except KeyError:
+            path = fill(item, finding)
+        except FixError:
             continue
         if Path(path).is_file():
             out.append(path)

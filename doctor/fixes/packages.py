@@ -227,15 +227,13 @@ class ReinstallWinnerKind(StepKind):
     name = "reinstall-winner"
 
     def make_step(self, finding, entry: dict, *, python: str, stack: dict | None) -> Step:
-        p = finding.params
-        last, version = fill("{last}", finding), fill("{version}", finding)
-        other = p["b"] if p.get("a") == last else p.get("a")
+        last, version, other = (fill("{%s}" % k, finding) for k in ("last", "version", "other"))
         args = ["pip", "install", "--python", python, "--no-deps", "--reinstall-package", last, f"{last}=={version}"]
         return Step(kind=self.name, description=f"reinstall {last} {version} last: its copy of the shared paths wins over {other}'s",
                     commands=[runnable(shlex.join(["uv", *args]))], targets=[finding.id],
                     reasons=[{"requirement": f"{last}=={version}", "findings": [finding.id],
                               "reason": entry.get("reason", ""), "source": entry.get("source", "")}],
-                    data={"python": python, "args": args, "other": other, "other_version": p.get("other_version")})
+                    data={"python": python, "args": args, "other": other, "other_version": fill("{other_version}", finding)})
 
     def prepare(self, step: Step, ctx: ApplyContext) -> None:
         step.changes = [f"{step.reasons[0]['requirement'].replace('==', ' ')} (reinstalled, no other change)"]

@@ -142,6 +142,7 @@ def files_overlap(facts, ctx):
     if overlaps is None:
         raise cannot_look("kernels", "the kernels probe did not compare shared paths (an older recording)")
     known = {tuple(sorted(k["dists"])): k for k in knowledge.load("python_env").get("file_overlaps", [])}
+    locked = {canonicalize_name(n) for n in ((ctx.reference or {}).get("pins") or {})}
     for o in overlaps:
         if not o.get("differ"):
             continue  # the same bytes whoever wrote them
@@ -152,7 +153,6 @@ def files_overlap(facts, ctx):
         k = known.get(tuple(sorted(o["dists"])))
         last = k["last"] if k else o["dists"][-1]
         advice = k["advice"] if k else "the one installed last wins (with uv's parallel installs, a race)"
-        locked = {canonicalize_name(n) for n in ((ctx.reference or {}).get("pins") or {})}
         strangers = [d for d in o["dists"] if canonicalize_name(d) not in locked]
         decided = bool(k)  # somebody knows whose copy belongs here
         if not k and locked and len(strangers) == 1:  # the known-good set says whose copy belongs here
@@ -186,10 +186,11 @@ def files_overlap(facts, ctx):
         if broke:
             evidence = broke[:3] + evidence
         severity = "info" if loose or (winner_is_last and decided and not broke) else "error" if broke else "warning"
+        other = o["dists"][0] if last == o["dists"][1] else o["dists"][1]
         yield make("python.files-overlap", evidence, severity=severity,
                    a=o["dists"][0], b=o["dists"][1], differ=o["differ"], last=last,
                    version=installed(facts, last) or "", advice=advice, python=ctx.python,
-                   other_version=installed(facts, o["dists"][0] if last == o["dists"][1] else o["dists"][1]) or "")
+                   other=other, other_version=installed(facts, other) or "")
 
 
 def _cuda_major(sonames) -> int | None:

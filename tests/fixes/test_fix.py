@@ -105,7 +105,8 @@ def test_plan_takes_the_findings_own_values():
     assert build_plan([gone], python="/x/bin/python", stack=stack).steps[0].data["requirements"] == ["pyyaml==6.0.2"]
 
     # two wheels on one path: the one that must win is reinstalled; an info overlap (stray files) is no step
-    overlap = dict(a="nvidia-nccl-cu11", b="nvidia-nccl-cu12", differ=3, last="nvidia-nccl-cu12", version="2.20.5", advice="a")
+    overlap = dict(a="nvidia-nccl-cu11", b="nvidia-nccl-cu12", differ=3, last="nvidia-nccl-cu12", version="2.20.5", advice="a",
+                   other="nvidia-nccl-cu11")
     plan = build_plan([_f("python.files-overlap", severity="error", other_version="2.14.3", **overlap)],
                       python="/x/bin/python", stack=stack)
     (step,) = plan.steps

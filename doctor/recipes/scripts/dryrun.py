@@ -375,15 +375,11 @@ def worker_setup():
 
             def exec_module(module):
                 depth[0] += 1
-                collecting = depth[0] == 1 and gc.isenabled()
-                if collecting:
-                    gc.disable()  # see import_without_gc
                 try:
-                    real_exec(module)
+                    with import_without_gc() if depth[0] == 1 else contextlib.nullcontext():
+                        real_exec(module)
                 finally:
                     depth[0] -= 1
-                    if collecting:
-                        gc.enable()
                 if depth[0] == 0 and self in _sys.meta_path:
                     _sys.meta_path.remove(self)
                     patch_worker()
