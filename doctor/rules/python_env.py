@@ -208,8 +208,8 @@ def cuda_major_mixed(facts, ctx):
         raise cannot_look("kernels", "the kernels probe did not read the libraries' linked sonames (an older recording)")
     torch_major = next((m for rel, v in sorted(libs.items()) if v.get("dist", "").lower() == "torch"
                         and (m := _cuda_major(v.get("cuda_needed")))), None)
-    if torch_major is None:
-        return  # torch without CUDA (a CPU build) or not installed: nothing to compare with
+    if torch_major is None:  # nothing to compare with: said as a skip, not a pass
+        raise cannot_look("kernels", "torch here links no CUDA runtime (a CPU build, or torch is not installed)")
     by_dist: dict[str, list[tuple[str, int, list]]] = {}
     for rel, v in sorted(libs.items()):
         m = _cuda_major(v.get("cuda_needed"))

@@ -269,3 +269,27 @@ def test_an_import_name_is_mapped_to_the_distribution_that_provides_it():
     del facts["distributions"]["pyyaml"]["top_level"]  # without the mapping: only the graph's guess, both
     assert culprits(facts, {"pins": pins}, info) == ["pyyaml", "requests"]
 
+
+
+def test_cuda_majors_are_compared_only_where_torch_links_a_cuda_runtime():
+    facts = copy.deepcopy(WORKING)
+    libs = facts["kernels"]["libraries"]
+    for v in libs.values():
+        v["cuda_needed"] = ["libcudart.so.12"]
+    _, checks = run(facts)
+    status = {c.check: (c.status, c.why) for c in checks}
+    assert status["compiled extensions link the CUDA major torch was built with"][0] == "ok"
+    # a CPU build of torch: nothing to compare with, so the check says it did not look (no ✓)
+    for v in libs.values():
+        if v["dist"] == "torch":
+            v["cuda_needed"] = []
+    _, checks = run(facts)
+    status = {c.check: (c.status, c.why) for c in checks}
+    assert status["compiled extensions link the CUDA major torch was built with"][0] == "skipped"
+    assert "no CUDA runtime" in status["compiled extensions link the CUDA major torch was built with"][1]
+    # another major beside torch's: the error names the library and both majors
+    for rel, v in libs.items():
+        v["cuda_needed"] = ["libcudart.so.12"] if v["dist"] == "torch" else (["libcudart.so.13"] if v["dist"] == "vllm" else [])
+    found, _ = run(facts)
+    f = found["extension.cuda-major-mismatch"]
+    assert f.severity == "error" and "built for CUDA 13" in f.title and "for CUDA 12" in f.title
