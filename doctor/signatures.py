@@ -31,7 +31,7 @@ def spec() -> dict:
         "markers": [(m["name"], re.compile(m["pattern"], re.M)) for m in raw["failure_markers"]],
         "wait": [(re.compile(w["pattern"], re.I), w["repeats"]) for w in raw.get("wait_lines", [])],
         "signatures": sigs,
-        "versions": [(v.get("dist"), re.compile(v["pattern"])) for v in raw.get("log_versions", [])],
+        "versions": [(v.get("dist"), re.compile(v["pattern"]), bool(v.get("prose"))) for v in raw.get("log_versions", [])],
     }
 
 

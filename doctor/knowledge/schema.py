@@ -61,7 +61,7 @@ SCHEMAS: dict[str, Any] = {
         "failure_markers": [{"name": TEXT, "pattern": Regex()}],
         "benign_lines?": [{"pattern": Regex(), "source": TEXT}],
         "wait_lines?": [{"pattern": Regex(), "repeats": int, "source": TEXT}],
-        "log_versions?": [{"pattern": Regex(), "dist?": TEXT, "source": TEXT}],
+        "log_versions?": [{"pattern": Regex(), "dist?": TEXT, "prose?": bool, "source": TEXT}],
         "wrappers?": [{"type?": Regex(), "message?": Regex(), "source": TEXT}],
         "failure_classes?": [{"id": TEXT, "when": {"type?": Regex(), "message?": Regex(), "owner?": Regex(),
                                                    "frame?": Regex(), "text?": Regex(), "log?": Regex(), "errno?": [TEXT],

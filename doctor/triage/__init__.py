@@ -47,20 +47,30 @@ class Triage:
                 "findings": [f.to_dict() for f in self.findings]}
 
 
+# The words before a version that make it a fix or a requirement, not the run's own ("upgrade to vllm 0.8.5")
+_NOT_THE_RUNS = re.compile(r"(?i)(?:\b(?:upgrad|updat|requir|need|least|instead|recommend|than|switch|downgrad|pin|"
+                           r"try)\w*)\s*(?:(?:it|to|with|the)\s*)*\W?$")
+_DIST_ALIAS = {"pytorch": "torch", "flashinfer-python": "flashinfer"}
+
+
 def log_context(text: str) -> dict[str, str]:
-    """The versions a log shows of its own stack (knowledge/triage.yaml log_versions): first match
-    per distribution; Python as 3.N."""
+    """The versions a log shows of its own stack (knowledge/triage.yaml log_versions): the first
+    match per distribution, banners and paths before prose; Python as 3.N."""
     found: dict[str, str] = {}
     if len(text) > 2_000_000:  # versions show at the start (banners) or the end (a pasted env): not 10 MB of steps
         text = text[:1_000_000] + "\n" + text[-1_000_000:]
-    for dist, rx in spec()["versions"]:
+    for dist, rx, prose in spec()["versions"]:
         for m in rx.finditer(text):
             g = {k: v for k, v in m.groupdict().items() if v}
             name = canonicalize_name(dist or g.get("dist", ""))
+            name = _DIST_ALIAS.get(name, name)
             version = f"3.{g['minor']}" if "minor" in g else g.get("version") or g.get("version2")
+            if prose and _NOT_THE_RUNS.search(text[max(0, m.start() - 30):m.start()]):
+                continue
             if name and version and name not in found:
                 found[name] = version
-            break
+            if dist:       # a pattern of one distribution: its first match is its banner
+                break
     return found
 
 

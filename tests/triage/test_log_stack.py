@@ -24,8 +24,18 @@ def triage(rel: str, python_version: str | None = None):
 
 def test_the_log_shows_its_own_python_and_versions():
     assert log_context(read_log(str(CORPUS / "import/transformers-version/qwen3-vl-247.log"))) == \
-        {"python": "3.10", "vllm": "0.6.1"}  # a conda list pasted under the traceback, site-packages paths
+        {"python": "3.10", "vllm": "0.6.1", "transformers": "4.45.0.dev0", "torch": "2.4.0"}  # a conda list
+    # pasted under the traceback (every line of it), site-packages paths
     assert log_context(read_log(str(CORPUS / "import/cuda-driver-too-old/vllm-11623.log")))["torch"] == "2.4.0+cu121"
+
+
+def test_versions_a_person_writes_are_the_runs_but_not_the_ones_they_should_install():
+    assert log_context("I found an error when I use verl0.7.0 +vllm0.12.0") == {"verl": "0.7.0", "vllm": "0.12.0"}
+    assert log_context("installed vLLM v0.7.2 with sglang 0.4.5.post3") == {"vllm": "0.7.2", "sglang": "0.4.5.post3"}
+    assert log_context("after pip install vllm==0.8.5, torch is 2.6.0") == {"vllm": "0.8.5"}
+    # a requirement or a fix is not what the run had
+    assert log_context("ValueError: requires vllm>=0.8.5; please upgrade to transformers 4.51.0") == {}
+    assert log_context("works with torch 2.x") == {}
 
 
 def test_the_flash_attn_wheel_is_the_one_for_the_logs_python():
@@ -37,7 +47,7 @@ def test_the_flash_attn_wheel_is_the_one_for_the_logs_python():
 
 def test_a_log_of_another_vllm_is_not_told_to_install_the_locked_one():
     t = triage("import/transformers-version/qwen3-vl-247.log", python_version="3.11")
-    assert t.differs == ["vllm 0.6.1 (the locked set: 0.6.3.post1)"]
+    assert t.differs == ["vllm 0.6.1 (the locked set: 0.6.3.post1)", "transformers 4.45.0.dev0 (the locked set: 4.47.1)"]
     assert not any("lockfiles/" in c for f in t.findings for c in f.fix.commands)
 
 
