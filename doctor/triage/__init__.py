@@ -23,7 +23,7 @@ from doctor.lockfiles import parse_lockfile, stack_lockfile
 from doctor.logparse import decode, parse_step, read_text
 from doctor.signatures import (MAX_EVIDENCE, SafeFormat, clean_lines, evidence, findings_for, match, scan, short,
                                spec)
-from doctor.triage.failure import Failure, classify, model
+from doctor.triage.failure import Failure, Frame, classify, model
 
 
 @dataclass
@@ -129,6 +129,16 @@ _MIDLINE_EXC = re.compile(r"(?<=\S)[ \t*`>:：，,]*(?<![A-Za-z0-9_.])((?:[A-Za-
 _LOWER_EXC = re.compile(r"(?m)^(\s*)([a-z]+)(error|exception)(?=:)")
 
 
+# code quoted in prose ("except ModuleNotFoundError:", "raise ValueError(…)"): an exception named, none raised
+_CODE_BEFORE = re.compile(r"\b(?:except|raise|import|isinstance|catch(?:es|ing)?)\s*\(?\s*$")
+
+
+def _split_midline(m: re.Match) -> str:
+    """An exception named mid-line starts a line of its own, unless the line is code naming it."""
+    before = m.string[m.string.rfind("\n", 0, m.start()) + 1:m.end() - len(m[1])]
+    return m[0] if _CODE_BEFORE.search(before) else "\n" + m[1]
+
+
 def _join_open_spans(lines: list[str], most: int = 3) -> list[str]:
     """A quote or a `code span` opened on one line and closed on one of the next few is one message
     a paste (or a terminal) wrapped: `…so: undefined` / `symbol: _ZN3c10…` becomes one line again."""
@@ -168,7 +178,7 @@ def triage_text(text: str, path: str, python: str = "python", python_version: st
     lines = _join_open_spans(clean_lines(text, sp))
     if not looks_like_a_log(lines, sp):  # a paste of prose: an exception quoted mid-sentence is its own line
         prose = _LOWER_EXC.sub(lambda m: m[1] + m[2].capitalize() + m[3].capitalize(), "\n".join(lines))
-        lines = clean_lines(_MIDLINE_EXC.sub(r"\n\1", prose), sp)
+        lines = clean_lines(_MIDLINE_EXC.sub(_split_midline, prose), sp)
     log_stack = log_context("\n".join(lines))
     known, differs = fix_params(log_stack, python_version, target_first)
     last_step = last_step_idx = None
@@ -208,10 +218,13 @@ def triage_text(text: str, path: str, python: str = "python", python_version: st
     failure = model(lines, region)
     t.root = _root_document(failure, log_stack)
     r = failure.root
-    if r is not None and "Import" in (r.type or "") and r.owner not in (None, "stdlib", "__main__"):
+    importer = r.owner if r is not None and "Import" in (r.type or "") else None
+    if importer in (None, "stdlib", "__main__"):
+        importer = _importer_named(lines, region)
+    if importer:
         # the package whose frame ran the failing import: the one of the pair written for another release
-        known = {**known, "importer": r.owner + (f" {log_stack[canonicalize_name(r.owner)]}"
-                                                 if log_stack.get(canonicalize_name(r.owner)) else "")}
+        known = {**known, "importer": importer + (f" {log_stack[canonicalize_name(importer)]}"
+                                                  if log_stack.get(canonicalize_name(importer)) else "")}
     # An errno or a signal is the decisive detail of a failure: its class goes before the signature
     # families that only name where it surfaced (NCCL's posix_fallocate ENOSPC is a small /dev/shm).
     decisive = _by_class(failure, lines, region, python, known, decisive_only=True)
@@ -234,6 +247,21 @@ def triage_text(text: str, path: str, python: str = "python", python_version: st
     for f in t.findings:
         hold_unrunnable(f)
     return t
+
+
+_PY_PATH = re.compile(r"[\w./~-]+\.py\b")
+
+
+def _importer_named(lines: list[str], region: list[int]) -> str | None:
+    """Where no traceback shows who imported: the package of a file a person names beside the failed
+    import ("cannot import X from vllm.sequence in verl/workers/rollout/vllm_rollout.py")."""
+    for i in region:
+        if re.search(r"(?i)can ?not import|no module named|importerro", lines[i]):
+            for path in _PY_PATH.findall(lines[i]):
+                owner = Frame(path, 0, "").owner
+                if owner not in (None, "stdlib", "generated"):
+                    return owner
+    return None
 
 
 _TRACEBACK_M = re.compile(r"^[ \t]*Traceback \(most recent call last\):", re.M)
