@@ -358,6 +358,15 @@ def _by_class(failure: Failure, lines: list[str], region: list[int], python: str
         groups["tp_fit"] = str(math.gcd(int(groups["heads"]), int(groups["tp"])))
         heads = int(groups["heads"])
         groups["valid"] = ", ".join(str(d) for d in range(1, min(heads, 64) + 1) if heads % d == 0)
+    if all(groups.get(k, "").isdigit() for k in ("micro", "acc", "world")):
+        # DeepSpeed's equation: train = micro × accumulation × world; a valid train batch is a multiple of micro × world
+        groups["product"] = str(int(groups["micro"]) * int(groups["acc"]) * int(groups["world"]))
+        groups["micro_world"] = str(int(groups["micro"]) * int(groups["world"]))
+    if raised is not None and "settings" not in groups:
+        # the values a check's message names: snake_case settings, --flags, quoted names
+        names = list(dict.fromkeys(re.findall(r"--[a-z][\w-]+|\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b|'[^'\s]{2,40}'", raised.message)))
+        if names:
+            groups["settings"] = ", ".join(names[:5])
     fmt = SafeFormat(groups)
     defaults = {k: v.format_map(fmt) if isinstance(v, str) else v for k, v in (cls.get("params") or {}).items()}
     params = {**defaults, **known, "python": python, "message": message, **groups}

@@ -328,3 +328,39 @@ def test_a_title_naming_an_oom_and_an_errno_quoted_mid_line_are_failures():
     assert f.id == "runtime.cuda-oom" and "gpu_memory_utilization" in f.fix.summary
     t = triage_text("| dir | outcome |\n|---|---|\n| /fsx | **failed** with `[Errno 28] No space left on device` |\n", "x.log")
     assert t.status == "failed" and t.findings[0].id in ("runtime.disk-full", "runtime.checkpoint-write-failed")
+
+
+# -- the structures the older batches' misses taught on 2026-12-03 (before batches h/i were scored) --------
+
+def test_batch_arithmetic_is_named_with_the_numbers_of_the_log():
+    _, f = _first("ValueError: The global train batch size (3 x 2) must be evenly divisible by the number of "
+                  "generations per prompt (4). Given the current train batch size, the valid values are: [2, 3, 6].\n")
+    assert f.id == "config.generation-batch" and "(3 × 2 now)" in f.fix.summary and "(4 now)" in f.fix.summary
+    _, f = _first("AssertionError: Check batch related parameters. train_batch_size is not equal to micro_batch_per_gpu "
+                  "* gradient_acc_step * world_size 100 != 4 * 8 * 3\n")
+    # 4 × 8 × 3 = 96; a train batch for 3 GPUs is a multiple of 4 × 3 = 12
+    assert f.id == "config.batch-arithmetic" and "= 96 here, not 100" in f.fix.summary and "(= 12)" in f.fix.summary
+    _, f = _first("AssertionError: real_train_batch_size (30) must be divisible by minimal possible batch size (8)\n")
+    assert f.id == "config.batch-arithmetic"
+
+
+def test_a_checks_message_is_a_rejected_setting_naming_its_values():
+    _, f = _first("Traceback (most recent call last):\n  File \"/env/site-packages/somelib/config.py\", line 3, in check\n"
+                  "ValueError: rollout_batch_size must not be larger than max_num_seqs\n")
+    assert f.id == "config.setting-rejected" and f.title.startswith("somelib rejected")
+    assert "rollout_batch_size, max_num_seqs" in f.fix.summary
+    # a crash is no check: no rule in the message
+    _, f = _first("ValueError: something odd happened in the loader\n")
+    assert f.id != "config.setting-rejected"
+
+
+def test_a_prompt_over_the_engines_limit_is_a_long_prompt_in_any_wording():
+    _, f = _first("ValueError: Prompt length exceeds model's maximum token limit (2048)\n")
+    assert f.id == "runtime.prompt-too-long" and "2048" in f.title and "max_model_len" in f.fix.summary
+
+
+def test_code_quoted_in_prose_raises_nothing_and_a_named_file_is_the_importer():
+    t = triage_text("I get an Importerror (can not import Foo from vllm.sequence) in verl/workers/rollout/x.py\n\n"
+                    "`try:\n    from vllm.a import B\nexcept  ModuleNotFoundError:\n    # a comment\n    pass`\n", "x.log")
+    f = t.findings[0]
+    assert f.id == "import.name-missing" and f.fix.summary.startswith("verl and the installed vllm ")
