@@ -24,6 +24,7 @@ from doctor.logparse import decode, parse_step, read_text
 from doctor.signatures import (MAX_EVIDENCE, SafeFormat, clean_lines, evidence, findings_for, match, scan, short,
                                spec)
 from doctor.triage.failure import Failure, Frame, classify, model
+from doctor.triage.models import support_text, too_new
 
 
 @dataclass
@@ -243,11 +244,23 @@ def triage_text(text: str, path: str, python: str = "python", python_version: st
         else:
             t.findings.append(_by_class(failure, lines, region, python, known, last=True)
                               or _unrecognized(lines, start, markers, failure, log_stack, path, python, last_step))
+    newer = too_new("\n".join(lines), log_stack) if (not t.findings or t.findings[0].id in _WEAK) else None
+    if newer is not None:
+        # the model is newer than the engine release the log shows: what the generic answer could not see
+        where = [i for i, ln in enumerate(lines) if newer["family"].split("-")[0].lower() in ln.lower()][:2]
+        t.findings.insert(0, make("runtime.model-too-new", evidence(lines, where) + [
+            f"{newer['lib']} {newer['have']} (the version the log shows); {newer['family']} first in {newer['lib']} "
+            f"{newer['first']}, documented to work from {newer['need']} (knowledge/model_support.yaml)"],
+            severity="error", **newer))
     t.findings += findings_for(warn_hits, lines, severity="warning", python=python, known=known)
     for f in t.findings:
         hold_unrunnable(f)
     return t
 
+
+# answers a model newer than the engine explains better: generic, or the symptom of an unknown model
+_WEAK = {"runtime.unrecognized-failure", "runtime.app-error", "trainer.step-failed", "config.setting-rejected",
+         "runtime.library-advice", "runtime.model-type-unknown", "runtime.ray-worker-crashed", "runtime.api-mismatch"}
 
 _PY_PATH = re.compile(r"[\w./~-]+\.py\b")
 
@@ -362,6 +375,12 @@ def _by_class(failure: Failure, lines: list[str], region: list[int], python: str
         # DeepSpeed's equation: train = micro × accumulation × world; a valid train batch is a multiple of micro × world
         groups["product"] = str(int(groups["micro"]) * int(groups["acc"]) * int(groups["world"]))
         groups["micro_world"] = str(int(groups["micro"]) * int(groups["world"]))
+    for k in ("rope_type",):
+        if groups.get(k + "2"):
+            groups.setdefault(k, groups.pop(k + "2"))
+    support = support_text(groups.get("model_type"), groups.get("tokenizer_class"), groups.get("rope_type"))
+    if support:
+        groups["support"] = support
     if raised is not None and "settings" not in groups:
         # the values a check's message names: snake_case settings, --flags, quoted names
         names = list(dict.fromkeys(re.findall(r"--[a-z][\w-]+|\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b|'[^'\s]{2,40}'", raised.message)))
@@ -371,6 +390,10 @@ def _by_class(failure: Failure, lines: list[str], region: list[int], python: str
     defaults = {k: v.format_map(fmt) if isinstance(v, str) else v for k, v in (cls.get("params") or {}).items()}
     params = {**defaults, **known, "python": python, "message": message, **groups}
     caller, callee = raised.boundary if raised is not None else (None, None)
+    named_cls = groups.get("cls") or (re.match(r"(\w+)\.__init__\(\)", raised.message or "") or [None, None])[1] \
+        if raised is not None else None
+    if named_cls and (callee in (None, "your code", caller) or cls["id"] == "runtime.api-mismatch" and not raised.frames):
+        callee = class_owner(named_cls) or callee   # the library that defines the class the message names
     src = raised if raised is not None else failure.root  # a text class read a line: the root raised it
     owner = src.owner if src is not None and src.owner not in ("stdlib", "__main__") else None
     params.update({k: v for k, v in (("caller", caller), ("callee", callee), ("owner", owner)) if v and k not in params})
@@ -387,6 +410,16 @@ def _by_class(failure: Failure, lines: list[str], region: list[int], python: str
         if data_file:
             params["data_file"] = data_file.group(0)
     return make(cls["id"], ev, severity="error", **params)
+
+
+@functools.lru_cache(maxsize=None)
+def _class_owners() -> list[tuple[re.Pattern, str]]:
+    return [(re.compile(c["pattern"]), c["dist"]) for c in knowledge.load("triage").get("class_owners", [])]
+
+
+def class_owner(name: str) -> str | None:
+    """The distribution that defines a class (or whose class a subclass's name ends in), by knowledge/triage.yaml."""
+    return next((dist for rx, dist in _class_owners() if rx.search(name)), None)
 
 
 def _finding_defaults(fid: str) -> dict:

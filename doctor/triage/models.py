@@ -1,0 +1,81 @@
+"""Which library release first runs a model family (knowledge/model_support.yaml), read from a log:
+the model type, architecture or tokenizer class a failure names, and the family a failed run's log
+names beside a library release that predates it."""
+
+from __future__ import annotations
+
+import functools
+import re
+
+from packaging.version import InvalidVersion, Version
+
+from doctor import knowledge
+
+
+@functools.lru_cache(maxsize=1)
+def _table() -> dict:
+    return knowledge.load("model_support")
+
+
+def _need(entry: dict, lib: str) -> str | None:
+    """The release of `lib` that runs the family: the documented working one, else the first."""
+    return ((entry.get("works_from") or {}).get(lib) or (entry.get("first") or {}).get(lib) or {}).get("version")
+
+
+def support_text(model_type: str | None = None, tokenizer_class: str | None = None,
+                 rope_type: str | None = None) -> str:
+    """One sentence naming the transformers release a model type, rope type or tokenizer class needs;
+    '' when the table does not know it."""
+    if tokenizer_class:
+        for t in _table()["tokenizer_classes"]:
+            if tokenizer_class in t["names"]:
+                return (f"{tokenizer_class} ({t['family']}) needs transformers {t['transformers']} or later: "
+                        f"upgrade transformers. ")
+    for entry in _table()["families"]:
+        if (model_type and model_type in (entry.get("model_types") or [])) or \
+                (rope_type and rope_type == entry.get("rope_type")):
+            need = _need(entry, "transformers")
+            if need:
+                return f"{entry['family']} ({model_type or rope_type}) needs transformers {need} or later: upgrade transformers. "
+    return ""
+
+
+def _family_names(entry: dict) -> list[str]:
+    names = [re.escape(entry["family"]).replace(r"\-", "[-_ ]?")]
+    names += [re.escape(a) for a in entry.get("architectures") or []]
+    names += [re.escape(m) for m in entry.get("model_types") or [] if "_" in m or any(c.isdigit() for c in m)]
+    return names
+
+
+@functools.lru_cache(maxsize=1)
+def _pattern() -> tuple[re.Pattern, list[dict]]:
+    """One pass over the log for every family (a group per family: f0, f1, …)."""
+    entries = [e for e in _table()["families"] if not e.get("rope_type")]
+    alts = [f"(?P<f{i}>" + "|".join(_family_names(e)) + ")" for i, e in enumerate(entries)]
+    return re.compile(r"(?i)(?<![\w.])(?:" + "|".join(alts) + r")(?![\w.])"), entries
+
+
+def too_new(text: str, log_stack: dict[str, str]) -> dict | None:
+    """The family a log names whose needed release of an engine (vllm, sglang, transformers) is newer
+    than the release the log shows: {family, lib, have, need, first}; the most specific family
+    (Qwen3-MoE over Qwen3) where several match."""
+    if len(text) > 400_000:  # a model is named in the banners at the start or the failure at the end
+        text = text[:200_000] + "\n" + text[-200_000:]
+    rx, entries = _pattern()
+    seen = {k for m in rx.finditer(text) for k, v in m.groupdict().items() if v}
+    named = [entries[int(k[1:])] for k in sorted(seen, key=lambda k: int(k[1:]))]
+    named = [e for e in named if not any(o is not e and o["family"].lower().startswith(e["family"].lower())
+                                         for o in named)]
+    for entry in named:
+        for lib in ("vllm", "sglang", "transformers"):
+            have, need = log_stack.get(lib), _need(entry, lib)
+            if not have or not need:
+                continue
+            try:
+                older = Version(have) < Version(need)
+            except InvalidVersion:
+                continue
+            if older:
+                first = ((entry.get("first") or {}).get(lib) or {}).get("version", need)
+                return {"family": entry["family"], "lib": lib, "have": have, "need": need, "first": first}
+    return None
