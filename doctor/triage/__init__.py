@@ -168,7 +168,9 @@ def _join_open_spans(lines: list[str], most: int = 3) -> list[str]:
 def looks_like_a_log(lines: list[str], sp: dict) -> bool:
     """A console log has log structure somewhere: a traceback, an exception or error line, a log
     level, a Ray or torch.distributed prefix, a training step. A README or a config file has none."""
-    return any(_LOG_LINE.search(ln) or any(rx.search(ln) for name, rx in sp["markers"] if name != "title") for ln in lines)
+    # a title or a person's "I have this error" is prose about a failure, not log structure
+    structural = [rx for name, rx in sp["markers"] if name not in ("title", "statement")]
+    return any(_LOG_LINE.search(ln) or any(rx.search(ln) for rx in structural) for ln in lines)
 
 
 def triage_text(text: str, path: str, python: str = "python", python_version: str | None = None,
@@ -196,8 +198,11 @@ def triage_text(text: str, path: str, python: str = "python", python_version: st
     in_region = set(region)
     # an issue's title pasted as the first line ("# … error: …"): a failure statement (triage.yaml `title`)
     first = next((i for i, ln in enumerate(lines) if ln.strip()), None) if _TITLE.match(text) else None
-    markers = sorted((i, name) for name, rx in sp["markers"] for i, _ in scan(lines).matching(rx, start)
-                     if i in in_region and (name != "title" or i == first))
+    # the title marker reads the first line only: not a scan of a 10 MB log
+    markers = sorted([(i, name) for name, rx in sp["markers"] if name != "title"
+                      for i, _ in scan(lines).matching(rx, start) if i in in_region] +
+                     [(first, "title") for name, rx in sp["markers"]
+                      if name == "title" and first is not None and first in in_region and rx.search(lines[first])])
     fatal_hits = match(lines, region, [s for s in sp["signatures"] if s.get("fatal")])
     failed = not completed and bool(markers or (last_step_idx is None and fatal_hits))
     if not failed and not completed:

@@ -132,10 +132,13 @@ def test_quoted_timestamps_and_bracketed_logger_prefixes_are_read_through():
     ("fresh-2026-12-02e", 22, 0),   # first look 5/32, 0/9 FA (docs/research/triage-fresh-2026-12-02e.md); learnt 16, 18, 22/32
     ("fresh-2026-12-03", 22, 0),    # first look 10/32, 0/8 FA (docs/research/triage-fresh-2026-12-03.md); learnt 20/32, 22/32
     ("fresh-2026-12-03g", 11, 0),   # first look 5/21, 0/4 FA (docs/research/triage-fresh-2026-12-03g.md); learnt 10/21, 11/21
-    # batches h, i, j: one first look at 8fecf6a, 12/40 (5/11, 3/17, 4/12), 0/11 FA; learnt 8, 14, 7 (29/40)
+    # batches h, i, j: one first look at 8fecf6a, 12/40 (5/11, 3/17, 4/12), 0/11 FA; learnt 8, 14, 7 (29/40), j 8 after k/l
     ("fresh-2026-12-03h", 8, 0),
     ("fresh-2026-12-03i", 14, 0),
-    ("fresh-2026-12-03j", 7, 0),
+    ("fresh-2026-12-03j", 8, 0),
+    # batches k, l: one first look at 2e3714c (after h/i/j were learnt), 4/25 (1/12, 3/13), 0/7 FA; learnt 5, 9 (14/25)
+    ("fresh-2026-12-03k", 5, 0),
+    ("fresh-2026-12-03l", 9, 0),
 ])
 def test_each_fresh_batch_stays_named_after_learning_and_no_harmless_paste_is_blamed(batch, named, false_alarms):
     score, _ = run_batch(REPO / "tests" / "data" / "corpus" / batch)
@@ -425,3 +428,31 @@ def test_a_library_class_a_message_names_is_the_callee_of_the_mismatch():
     # another library's object (sympy's GreaterThan) is no API mismatch of the stack
     _, f = _first("AttributeError: 'GreaterThan' object has no attribute '_unsorted_args'\n")
     assert f.id != "runtime.api-mismatch"
+
+
+# -- the structures batches k, l taught (first look 4/25), each on a log written here ----------------------
+
+def test_classes_of_batches_k_l():
+    _, f = _first("# [BUG] FooTrainer doesn't support bar-engine 2.4\n\nThe examples fail after pip install.\n")
+    assert f.id == "runtime.release-unsupported" and f.title == "FooTrainer does not support bar-engine 2.4"
+    _, f = _first("ImportError: /env/lib/python3.10/site-packages/fancy_kernels_extensions.cpython-310-x86_64-linux-gnu.so: "
+                  "undefined symbol: _ZN5torch3jit17parseSchemaOrNameERKSs\n")
+    assert f.id == "extension.abi-mismatch" and "fancy_kernels" in f.title
+    _, f = _first("AttributeError: /env/site-packages/bitsandbytes/libbitsandbytes_cpu.so: undefined symbol: cquantize\n")
+    assert f.id == "runtime.bitsandbytes-no-cuda" and "Upgrade bitsandbytes" in f.fix.summary
+    _, f = _first("ImportError: This modeling file requires the following packages that were not found in your "
+                  "environment: einops. Run `pip install einops`\n")
+    assert f.id == "runtime.module-missing" and "einops" in f.title
+    _, f = _first('Traceback (most recent call last):\n  File "/repo/finetune.py", line 38\n'
+                  "SyntaxError: unterminated string literal (detected at line 38)\n")
+    assert f.id == "runtime.code-syntax-error" and "git pull" in f.fix.commands
+    _, f = _first('Traceback (most recent call last):\n  File "/home/u/.cache/huggingface/modules/transformers_modules/m/'
+                  'tokenization_x.py", line 5, in _pad\nTypeError: XTokenizer._pad() got an unexpected keyword argument '
+                  "'padding_side'\n")
+    assert f.id == "runtime.remote-code-mismatch" and "Pin transformers" in f.fix.summary
+    _, f = _first("AttributeError: module 'torchtune.models.llama9' has no attribute 'lora_llama9_70b'\n")
+    assert f.id == "import.name-missing" and "--pre" in f.fix.summary
+    # a person's "I have this error" before a quoted message is a failure statement in prose
+    t = triage_text("# site down\n\nI have this error. 'We couldn't connect to 'https://huggingface.co' to load this "
+                    "file, couldn't find it in the cached files'\n", "x.log")
+    assert t.failed and t.findings[0].id == "runtime.hf-unreachable"
