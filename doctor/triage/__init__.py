@@ -63,8 +63,8 @@ def log_context(text: str) -> dict[str, str]:
     for dist, rx, prose in spec()["versions"]:
         for m in rx.finditer(text):
             g = {k: v for k, v in m.groupdict().items() if v}
-            name = canonicalize_name(dist or g.get("dist", ""))
-            name = _DIST_ALIAS.get(name, name)
+            canonical = canonicalize_name(dist or g.get("dist", ""))
+            name = _DIST_ALIAS.get(canonical, canonical)
             version = f"3.{g['minor']}" if "minor" in g else g.get("version") or g.get("version2")
             if prose and _NOT_THE_RUNS.search(text[max(0, m.start() - 30):m.start()]):
                 continue
@@ -395,9 +395,12 @@ def _by_class(failure: Failure, lines: list[str], region: list[int], python: str
     defaults = {k: v.format_map(fmt) if isinstance(v, str) else v for k, v in (cls.get("params") or {}).items()}
     params = {**defaults, **known, "python": python, "message": message, **groups}
     caller, callee = raised.boundary if raised is not None else (None, None)
-    named_cls = groups.get("cls") or (re.match(r"(\w+)\.__init__\(\)", raised.message or "") or [None, None])[1] \
-        if raised is not None else None
-    if named_cls and (callee in (None, "your code", caller) or cls["id"] == "runtime.api-mismatch" and not raised.frames):
+    named_cls = None
+    if raised is not None:
+        init = re.match(r"(\w+)\.__init__\(\)", raised.message or "")
+        named_cls = groups.get("cls") or (init[1] if init else None)
+    if raised is not None and named_cls and (callee in (None, "your code", caller)
+                                             or cls["id"] == "runtime.api-mismatch" and not raised.frames):
         callee = class_owner(named_cls) or callee   # the library that defines the class the message names
     src = raised if raised is not None else failure.root  # a text class read a line: the root raised it
     owner = src.owner if src is not None and src.owner not in ("stdlib", "__main__") else None

@@ -373,7 +373,7 @@ def test_code_quoted_in_prose_raises_nothing_and_a_named_file_is_the_importer():
     assert f.id == "import.name-missing" and f.fix.summary.startswith("verl and the installed vllm ")
 
 
-# -- the structures batches h, i, j taught (first look 12/40), each on a log written here -----------------
+# -- the structures batches h to l taught (first looks 12/40, 4/25), each on a log written here ----------
 
 def test_model_and_tokenizer_support_floors_name_the_release_to_upgrade_to():
     _, f = _first("ValueError: Tokenizer class Qwen2Tokenizer does not exist or is not currently imported.\n")
@@ -391,33 +391,56 @@ def test_model_and_tokenizer_support_floors_name_the_release_to_upgrade_to():
     assert t.findings[0].id != "runtime.model-too-new"   # a release that runs it: not the cause
 
 
-def test_classes_of_batches_h_i_j():
-    _, f = _first("RuntimeError: Dataset scripts are no longer supported, but found piqa.py\n")
-    assert f.id == "runtime.dataset-script" and "datasets<4" in f.fix.summary
-    _, f = _first("torch.distributed.DistBackendError: NCCL error: invalid usage\n"
-                  "Duplicate GPU detected : rank 1 and rank 3 both on CUDA device 41000\n")
-    assert f.id == "runtime.nccl-duplicate-gpu" and "LOCAL_RANK" in f.fix.summary
-    _, f = _first("Traceback (most recent call last):\n  File \"/env/site-packages/kern/jit.py\", line 3, in ver\n"
-                  "FileNotFoundError: [Errno 2] No such file or directory: 'nvcc'\n")
-    assert f.id == "build.nvcc-missing" and f.title.startswith("kern runs nvcc")
-    _, f = _first("ImportError: libcudart.so.12: cannot open shared object file: No such file or directory\n")
-    assert f.id == "extension.cuda-major-mismatch" and "CUDA 12" in f.title
-    _, f = _first("ValueError: When connecting to an existing cluster, num_cpus and num_gpus must not be provided.\n")
-    assert f.id == "ray.attach-with-resources"
-    _, f = _first("ValueError: Asking to pad but the tokenizer does not have a padding token.\n")
-    assert f.id == "runtime.tokenizer-no-pad" and "eos_token" in f.fix.summary
-    _, f = _first("Traceback (most recent call last):\n  File \"/app/run.py\", line 9, in load\n"
-                  "Exception: Error while deserializing header: HeaderTooLarge\n")
-    assert f.id == "runtime.checkpoint-load-failed"
-    _, f = _first("ValueError: The configured object store size (9.0 GB) exceeds the capacity of /dev/shm (1.0 GB).\n")
-    assert f.id == "system.shm-small"
-    _, f = _first("RuntimeError: CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling `cublasGemmEx(…, CUDA_R_16BF, …)`\n")
-    assert f.id == "gpu.bf16-unsupported"
-    _, f = _first("Exception: data did not match any variant of untagged enum ModelWrapper at line 1 column 99\n")
-    assert f.id == "runtime.tokenizer-file-newer" and "Upgrade tokenizers" in f.fix.summary
-    _, f = _first("triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 9, Hardware "
-                  "limitation: 8. Reducing block sizes or `num_stages` may help.\n")
-    assert f.id == "runtime.library-advice" and "num_stages" in f.fix.summary
+_CLASS_CASES = [
+    # batches h, i, j
+    ("RuntimeError: Dataset scripts are no longer supported, but found piqa.py\n", "runtime.dataset-script", "datasets<4"),
+    ("torch.distributed.DistBackendError: NCCL error: invalid usage\n"
+     "Duplicate GPU detected : rank 1 and rank 3 both on CUDA device 41000\n", "runtime.nccl-duplicate-gpu", "LOCAL_RANK"),
+    ('Traceback (most recent call last):\n  File "/env/site-packages/kern/jit.py", line 3, in ver\n'
+     "FileNotFoundError: [Errno 2] No such file or directory: 'nvcc'\n", "build.nvcc-missing", "kern runs nvcc"),
+    ("ImportError: libcudart.so.12: cannot open shared object file: No such file or directory\n",
+     "extension.cuda-major-mismatch", "CUDA 12"),
+    ("ValueError: When connecting to an existing cluster, num_cpus and num_gpus must not be provided.\n",
+     "ray.attach-with-resources", "num_cpus"),
+    ("ValueError: Asking to pad but the tokenizer does not have a padding token.\n", "runtime.tokenizer-no-pad", "eos_token"),
+    ('Traceback (most recent call last):\n  File "/app/run.py", line 9, in load\n'
+     "Exception: Error while deserializing header: HeaderTooLarge\n", "runtime.checkpoint-load-failed", "git lfs pull"),
+    ("ValueError: The configured object store size (9.0 GB) exceeds the capacity of /dev/shm (1.0 GB).\n",
+     "system.shm-small", "shared memory"),
+    ("RuntimeError: CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling `cublasGemmEx(…, CUDA_R_16BF, …)`\n",
+     "gpu.bf16-unsupported", "bfloat16"),
+    ("Exception: data did not match any variant of untagged enum ModelWrapper at line 1 column 99\n",
+     "runtime.tokenizer-file-newer", "Upgrade tokenizers"),
+    ("triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 9, Hardware "
+     "limitation: 8. Reducing block sizes or `num_stages` may help.\n", "runtime.library-advice", "num_stages"),
+    # batches k, l
+    ("# [BUG] FooTrainer doesn't support bar-engine 2.4\n\nThe examples fail after pip install.\n",
+     "runtime.release-unsupported", "FooTrainer does not support bar-engine 2.4"),
+    ("ImportError: /env/lib/python3.10/site-packages/fancy_kernels_extensions.cpython-310-x86_64-linux-gnu.so: "
+     "undefined symbol: _ZN5torch3jit17parseSchemaOrNameERKSs\n", "extension.abi-mismatch", "fancy_kernels"),
+    ("AttributeError: /env/site-packages/bitsandbytes/libbitsandbytes_cpu.so: undefined symbol: cquantize\n",
+     "runtime.bitsandbytes-no-cuda", "Upgrade bitsandbytes"),
+    ("ImportError: This modeling file requires the following packages that were not found in your "
+     "environment: einops. Run `pip install einops`\n", "runtime.module-missing", "einops"),
+    ('Traceback (most recent call last):\n  File "/repo/finetune.py", line 38\n'
+     "SyntaxError: unterminated string literal (detected at line 38)\n", "runtime.code-syntax-error", "git pull"),
+    ('Traceback (most recent call last):\n  File "/home/u/.cache/huggingface/modules/transformers_modules/m/'
+     "tokenization_x.py\", line 5, in _pad\nTypeError: XTokenizer._pad() got an unexpected keyword argument "
+     "'padding_side'\n", "runtime.remote-code-mismatch", "Pin transformers"),
+    ("AttributeError: module 'torchtune.models.llama9' has no attribute 'lora_llama9_70b'\n", "import.name-missing", "--pre"),
+]
+
+
+@pytest.mark.parametrize("text,fid,words", _CLASS_CASES)
+def test_classes_learnt_from_batches_h_to_l_name_the_cause_with_its_detail(text, fid, words):
+    _, f = _first(text)
+    assert f.id == fid and words in " ".join([f.title, f.fix.summary, *f.fix.commands]), (f.id, f.title)
+
+
+def test_a_persons_statement_before_a_quoted_message_is_a_failure_in_prose():
+    t = triage_text("# site down\n\nI have this error. 'We couldn't connect to 'https://huggingface.co' to load this "
+                    "file, couldn't find it in the cached files'\n", "x.log")
+    assert t.failed and t.findings[0].id == "runtime.hf-unreachable"
 
 
 def test_a_library_class_a_message_names_is_the_callee_of_the_mismatch():
@@ -429,30 +452,3 @@ def test_a_library_class_a_message_names_is_the_callee_of_the_mismatch():
     _, f = _first("AttributeError: 'GreaterThan' object has no attribute '_unsorted_args'\n")
     assert f.id != "runtime.api-mismatch"
 
-
-# -- the structures batches k, l taught (first look 4/25), each on a log written here ----------------------
-
-def test_classes_of_batches_k_l():
-    _, f = _first("# [BUG] FooTrainer doesn't support bar-engine 2.4\n\nThe examples fail after pip install.\n")
-    assert f.id == "runtime.release-unsupported" and f.title == "FooTrainer does not support bar-engine 2.4"
-    _, f = _first("ImportError: /env/lib/python3.10/site-packages/fancy_kernels_extensions.cpython-310-x86_64-linux-gnu.so: "
-                  "undefined symbol: _ZN5torch3jit17parseSchemaOrNameERKSs\n")
-    assert f.id == "extension.abi-mismatch" and "fancy_kernels" in f.title
-    _, f = _first("AttributeError: /env/site-packages/bitsandbytes/libbitsandbytes_cpu.so: undefined symbol: cquantize\n")
-    assert f.id == "runtime.bitsandbytes-no-cuda" and "Upgrade bitsandbytes" in f.fix.summary
-    _, f = _first("ImportError: This modeling file requires the following packages that were not found in your "
-                  "environment: einops. Run `pip install einops`\n")
-    assert f.id == "runtime.module-missing" and "einops" in f.title
-    _, f = _first('Traceback (most recent call last):\n  File "/repo/finetune.py", line 38\n'
-                  "SyntaxError: unterminated string literal (detected at line 38)\n")
-    assert f.id == "runtime.code-syntax-error" and "git pull" in f.fix.commands
-    _, f = _first('Traceback (most recent call last):\n  File "/home/u/.cache/huggingface/modules/transformers_modules/m/'
-                  'tokenization_x.py", line 5, in _pad\nTypeError: XTokenizer._pad() got an unexpected keyword argument '
-                  "'padding_side'\n")
-    assert f.id == "runtime.remote-code-mismatch" and "Pin transformers" in f.fix.summary
-    _, f = _first("AttributeError: module 'torchtune.models.llama9' has no attribute 'lora_llama9_70b'\n")
-    assert f.id == "import.name-missing" and "--pre" in f.fix.summary
-    # a person's "I have this error" before a quoted message is a failure statement in prose
-    t = triage_text("# site down\n\nI have this error. 'We couldn't connect to 'https://huggingface.co' to load this "
-                    "file, couldn't find it in the cached files'\n", "x.log")
-    assert t.failed and t.findings[0].id == "runtime.hf-unreachable"
