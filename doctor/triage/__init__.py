@@ -182,7 +182,8 @@ def triage_text(text: str, path: str, python: str = "python", python_version: st
     if not looks_like_a_log(lines, sp):  # a paste of prose: an exception quoted mid-sentence is its own line
         prose = _LOWER_EXC.sub(lambda m: m[1] + m[2].capitalize() + m[3].capitalize(), "\n".join(lines))
         lines = clean_lines(_MIDLINE_EXC.sub(_split_midline, prose), sp)
-    log_stack = log_context("\n".join(lines))
+    joined = "\n".join(lines)   # read whole by log_context and too_new
+    log_stack = log_context(joined)
     known, differs = fix_params(log_stack, python_version, target_first)
     last_step = last_step_idx = None
     for i in range(len(lines) - 1, -1, -1):
@@ -199,10 +200,12 @@ def triage_text(text: str, path: str, python: str = "python", python_version: st
     # an issue's title pasted as the first line ("# … error: …"): a failure statement (triage.yaml `title`)
     first = next((i for i, ln in enumerate(lines) if ln.strip()), None) if _TITLE.match(text) else None
     # the title marker reads the first line only: not a scan of a 10 MB log
-    markers = sorted([(i, name) for name, rx in sp["markers"] if name != "title"
-                      for i, _ in scan(lines).matching(rx, start) if i in in_region] +
-                     [(first, "title") for name, rx in sp["markers"]
-                      if name == "title" and first is not None and first in in_region and rx.search(lines[first])])
+    markers = [(i, name) for name, rx in sp["markers"] if name != "title"
+               for i, _ in scan(lines).matching(rx, start) if i in in_region]
+    title = dict(sp["markers"]).get("title")
+    if title is not None and first is not None and first in in_region and title.search(lines[first]):
+        markers.append((first, "title"))
+    markers.sort()
     fatal_hits = match(lines, region, [s for s in sp["signatures"] if s.get("fatal")])
     failed = not completed and bool(markers or (last_step_idx is None and fatal_hits))
     if not failed and not completed:
@@ -249,7 +252,7 @@ def triage_text(text: str, path: str, python: str = "python", python_version: st
         else:
             t.findings.append(_by_class(failure, lines, region, python, known, last=True)
                               or _unrecognized(lines, start, markers, failure, log_stack, path, python, last_step))
-    newer = too_new("\n".join(lines), log_stack) if (not t.findings or t.findings[0].id in _WEAK) else None
+    newer = too_new(joined, log_stack) if (not t.findings or t.findings[0].id in _WEAK) else None
     if newer is not None:
         # the model is newer than the engine release the log shows: what the generic answer could not see
         where = [i for i, ln in enumerate(lines) if newer["family"].split("-")[0].lower() in ln.lower()][:2]
@@ -380,9 +383,6 @@ def _by_class(failure: Failure, lines: list[str], region: list[int], python: str
         # DeepSpeed's equation: train = micro × accumulation × world; a valid train batch is a multiple of micro × world
         groups["product"] = str(int(groups["micro"]) * int(groups["acc"]) * int(groups["world"]))
         groups["micro_world"] = str(int(groups["micro"]) * int(groups["world"]))
-    for k in ("rope_type",):
-        if groups.get(k + "2"):
-            groups.setdefault(k, groups.pop(k + "2"))
     support = support_text(groups.get("model_type"), groups.get("tokenizer_class"), groups.get("rope_type"))
     if support:
         groups["support"] = support
@@ -399,8 +399,7 @@ def _by_class(failure: Failure, lines: list[str], region: list[int], python: str
     if raised is not None:
         init = re.match(r"(\w+)\.__init__\(\)", raised.message or "")
         named_cls = groups.get("cls") or (init[1] if init else None)
-    if raised is not None and named_cls and (callee in (None, "your code", caller)
-                                             or cls["id"] == "runtime.api-mismatch" and not raised.frames):
+    if named_cls and callee in (None, "your code", caller):
         callee = class_owner(named_cls) or callee   # the library that defines the class the message names
     src = raised if raised is not None else failure.root  # a text class read a line: the root raised it
     owner = src.owner if src is not None and src.owner not in ("stdlib", "__main__") else None
