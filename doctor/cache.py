@@ -13,6 +13,7 @@ from pathlib import Path
 from doctor import knowledge
 from doctor.errors import UsageError
 from doctor.facts import validate_probe
+from doctor.paths import cache_dir
 from doctor.probes import SCRIPTS
 
 # Variables that change import behaviour, hence probe results: these, and every variable the
@@ -28,14 +29,6 @@ def _settings() -> list[tuple[str, str]]:
     allow = knowledge.load("environment")["allow"]
     names = set(FINGERPRINT_ENV) | {n for n in os.environ if any(fnmatch.fnmatchcase(n, p) for p in allow)}
     return [(n, os.environ.get(n, "")) for n in sorted(names)]
-
-
-def cache_dir() -> Path:
-    base = os.environ.get("VERL_DOCTOR_CACHE_DIR")
-    if base:
-        return Path(base)
-    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(xdg) / "verl-doctor"
 
 
 def fingerprint(python: str, dist_facts: dict, doctor_version: str) -> str:

@@ -4,14 +4,14 @@ version is installed, whether it meets a specifier, and which ones are the user'
 from __future__ import annotations
 
 from packaging.specifiers import SpecifierSet
-from packaging.utils import canonicalize_name
+from doctor.names import canonical_name
 from packaging.version import InvalidVersion, Version
 
 from doctor.facts import Dist, Facts
 
 
 def installed(facts: Facts, dist: str) -> str | None:
-    d = facts["distributions"].get(canonicalize_name(dist))
+    d = facts["distributions"].get(canonical_name(dist))
     return d["version"] if d else None
 
 
@@ -31,7 +31,7 @@ def checkout_of(dist: Dist | dict) -> str | None:
 def user_project(facts: Facts, dist: str) -> str | None:
     """The user's own checkout a distribution is installed from, or None: that code is the
     project's, judged by what it does, never replaced."""
-    return checkout_of(facts["distributions"].get(canonicalize_name(dist)) or {})
+    return checkout_of(facts["distributions"].get(canonical_name(dist)) or {})
 
 
 def user_projects(facts: Facts) -> dict[str, str]:

@@ -52,3 +52,13 @@ def state_dir() -> Path:
         return Path(base)
     xdg = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(xdg) / "verl-doctor"
+
+
+def cache_dir() -> Path:
+    """The doctor's own cache ($VERL_DOCTOR_CACHE_DIR, else $XDG_CACHE_HOME/verl-doctor or ~/.cache/verl-doctor):
+    probe results, distribution lists, validated knowledge. Deleting it only costs time."""
+    base = os.environ.get("VERL_DOCTOR_CACHE_DIR")
+    if base:
+        return Path(base)
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(xdg) / "verl-doctor"

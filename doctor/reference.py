@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
+from doctor.names import canonical_name
 from packaging.version import InvalidVersion, Version
 
 from doctor.dists import installed, user_project
@@ -46,7 +46,7 @@ def requirement_closure(facts: Facts, roots: list[str]) -> set[str]:
     (requirements of extras are not followed: a plain requirement does not install them)."""
     dists: dict = dict(facts.get("distributions") or {})
     seen: set[str] = set()
-    todo = [str(canonicalize_name(r)) for r in roots]
+    todo = [str(canonical_name(r)) for r in roots]
     while todo:
         name = todo.pop()
         if name in seen:
@@ -59,7 +59,7 @@ def requirement_closure(facts: Facts, roots: list[str]) -> set[str]:
                 continue
             if req.marker is not None and "extra" in str(req.marker):
                 continue
-            todo.append(str(canonicalize_name(req.name)))
+            todo.append(str(canonical_name(req.name)))
     return seen
 
 
@@ -81,18 +81,18 @@ def culprits(facts: Facts, reference: dict | None, info: dict) -> list[str]:
     if not diff:
         return []
     owner = module_owners(facts)  # import name → distribution (yaml → pyyaml), where the probe could tell
-    names: list[str] = [canonicalize_name(d) for d in info.get("chain_dists") or []]
+    names: list[str] = [canonical_name(d) for d in info.get("chain_dists") or []]
     modules = [next(g for g in m.groups() if g) for m in _MODULE_IN_TEXT.finditer(info.get("text") or info.get("message") or "")]
     if info.get("missing_module"):
         modules.append(info["missing_module"])
     for top in modules:
         top = top.split(".")[0]
-        names += [*owner.get(top, []), canonicalize_name(top), canonicalize_name(top.replace("_", "-"))]
+        names += [*owner.get(top, []), canonical_name(top), canonical_name(top.replace("_", "-"))]
     named = [str(n) for n in dict.fromkeys(n for n in names if n in diff)]
     if named:
         return named
     owners = [d for d in [info.get("failing_dist"), *(info.get("chain_dists") or [])] if d]
-    closure = requirement_closure(facts, owners) - {canonicalize_name(o) for o in owners}
+    closure = requirement_closure(facts, owners) - {canonical_name(o) for o in owners}
     if info.get("type") == "ModuleNotFoundError":
         # a module that is not there is explained only by a distribution that is not there either,
         # never by one at another version (uvicorn 0.54 does not remove modelscope)

@@ -11,6 +11,7 @@ import re
 
 from doctor import knowledge
 from doctor.findings import Finding, make
+from doctor.knowledge.patterns import Matcher, compile_knowledge
 
 MAX_EVIDENCE = 8
 
@@ -18,7 +19,7 @@ MAX_EVIDENCE = 8
 @functools.lru_cache(maxsize=None)
 def spec() -> dict:
     raw = knowledge.load("triage")
-    sigs = [{**s, "fatal": s.get("fatal", True), "rx": re.compile(s["pattern"])}
+    sigs = [{**s, "fatal": s.get("fatal", True), "rx": compile_knowledge(s["pattern"])}
             for s in knowledge.load("signatures") if "log" in s["contexts"]]
     return {
         "prefixes": [re.compile(p) for p in raw["line_prefixes"]],
@@ -28,10 +29,10 @@ def spec() -> dict:
         "completion": list(raw["completion_markers"]),
         "benign": re.compile("|".join(f"(?:{b['pattern']})" for b in raw.get("benign_lines", [])) or "(?!)"),
         # re.M: the same patterns serve one line and the whole joined text
-        "markers": [(m["name"], re.compile(m["pattern"], re.M)) for m in raw["failure_markers"]],
-        "wait": [(re.compile(w["pattern"], re.I), w["repeats"]) for w in raw.get("wait_lines", [])],
+        "markers": [(m["name"], compile_knowledge(m["pattern"], re.M)) for m in raw["failure_markers"]],
+        "wait": [(compile_knowledge(w["pattern"], re.I), w["repeats"]) for w in raw.get("wait_lines", [])],
         "signatures": sigs,
-        "versions": [(v.get("dist"), re.compile(v["pattern"]), bool(v.get("prose"))) for v in raw.get("log_versions", [])],
+        "versions": [(v.get("dist"), compile_knowledge(v["pattern"]), bool(v.get("prose"))) for v in raw.get("log_versions", [])],
     }
 
 
@@ -151,8 +152,8 @@ def causes_in_text(text: str, python: str = "python", **known) -> list[Finding]:
 
 
 @functools.lru_cache(maxsize=None)
-def _import_signatures() -> list[tuple[str, re.Pattern, str]]:
-    return [(s["id"], re.compile(s["pattern"]), s["source"]) for s in knowledge.load("signatures")
+def _import_signatures() -> list[tuple[str, Matcher, str]]:
+    return [(s["id"], compile_knowledge(s["pattern"]), s["source"]) for s in knowledge.load("signatures")
             if "import" in s["contexts"]]
 
 

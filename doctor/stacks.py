@@ -9,7 +9,7 @@ from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
-from packaging.utils import canonicalize_name
+from doctor.names import canonical_name
 from packaging.version import InvalidVersion, Version
 
 from doctor import knowledge
@@ -199,7 +199,7 @@ def crosses_family(requirement: str, guard: FamilyGuard | None) -> str | None:
         req = Requirement(requirement)
     except InvalidRequirement:
         return None
-    name = canonicalize_name(req.name)
+    name = canonical_name(req.name)
     if name not in CORE or not (str(req.specifier) or req.url):
         return None
     have = guard.installed.get(name)
@@ -234,9 +234,9 @@ def missing_stack_dists(facts: Facts, stack: dict | None) -> list[str]:
     distributions of the modules the imports probe loads (pyarrow, triton, xformers: verl's and
     vLLM's own requirements), except those a finding of their own reports when missing
     (findings.yaml `missing_dist`)."""
-    own = {canonicalize_name(d["missing_dist"]) for d in knowledge.load("findings") if d.get("missing_dist")}
-    names = [canonicalize_name(Requirement(text).name) for text in stack.get("requirements", [])] if stack else list(CORE)
-    names += [canonicalize_name(m.split(".")[0]) for m in stack_modules(stack)]
+    own = {canonical_name(d["missing_dist"]) for d in knowledge.load("findings") if d.get("missing_dist")}
+    names = [canonical_name(Requirement(text).name) for text in stack.get("requirements", [])] if stack else list(CORE)
+    names += [canonical_name(m.split(".")[0]) for m in stack_modules(stack)]
     return [n for n in dict.fromkeys(names) if n not in own and n not in facts["distributions"]]
 
 

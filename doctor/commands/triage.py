@@ -4,6 +4,8 @@ failure · 1 the run failed (a cause named or not) · 2 bad input (not a console
 from __future__ import annotations
 
 import json
+import os
+import sys
 
 from doctor.results import ExitCode
 from doctor.target import resolve_python
@@ -13,8 +15,16 @@ from doctor.report.text import render_triage
 
 
 def _python_version(python: str) -> str | None:
-    """3.N of the interpreter the fixes name (it picks their lockfile when the log shows no Python)."""
+    """3.N of the interpreter the fixes name (it picks their lockfile when the log shows no Python).
+    The doctor's own binary (a venv's python links to it) is not started again: that start was a
+    tenth of a short triage."""
     import subprocess
+
+    try:
+        if os.path.realpath(python) == os.path.realpath(sys.executable):
+            return "%d.%d" % sys.version_info[:2]
+    except OSError:
+        pass
 
     try:
         out = subprocess.run([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], capture_output=True,
@@ -40,7 +50,6 @@ def run_triage(args) -> int:
         t = triage_text(text, args.log, python=python, python_version=version,
                         target_first=args.python is not None or bool(recorded))
     except Exception as exc:  # noqa: BLE001 - the doctor's own bug: one line, not a traceback
-        import sys
         import traceback
 
         where = traceback.extract_tb(exc.__traceback__)[-1]

@@ -8,6 +8,7 @@ from datetime import datetime
 
 from doctor.container.inputs import LABEL, VENV
 from doctor.errors import UsageError
+from doctor.names import canonical_name
 
 
 LIST_DISTS = (
@@ -37,7 +38,6 @@ def sbom_json(dists: list[dict], tag: str, image_id: str, labels: dict, created:
         from packageurl import PackageURL
     except ImportError:
         raise UsageError("the SBOM needs cyclonedx-python-lib: pip install 'verl-doctor[container]'")
-    from packaging.utils import canonicalize_name
 
     bom = Bom(serial_number=uuid.uuid5(uuid.NAMESPACE_URL, f"verl-doctor:{image_id}"))
     bom.metadata.timestamp = created
@@ -48,7 +48,7 @@ def sbom_json(dists: list[dict], tag: str, image_id: str, labels: dict, created:
                     for k, v in sorted(labels.items())] + [Property(name=f"{LABEL}.image.id", value=image_id),
                                                            Property(name=f"{LABEL}.venv", value=VENV)])
     for d in dists:
-        n = canonicalize_name(d["name"])
+        n = canonical_name(d["name"])
         purl = PackageURL(type="pypi", name=n, version=d["version"])
         bom.components.add(Component(name=d["name"], version=d["version"], type=ComponentType.LIBRARY,
                                      purl=purl, bom_ref=str(purl), description=d["summary"] or None))

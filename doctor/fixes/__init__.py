@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from packaging.utils import canonicalize_name
+from doctor.names import canonical_name
 
 from doctor.facts import Facts
 from doctor import knowledge
@@ -128,8 +128,8 @@ def entry_for(finding_id: str) -> dict | None:
 
 
 def _stack_constraint(stack: dict | None, dist: str) -> dict | None:
-    want = canonicalize_name(dist)
-    return next((c for c in (stack or {}).get("constraints", []) if canonicalize_name(c["dist"]) == want), None)
+    want = canonical_name(dist)
+    return next((c for c in (stack or {}).get("constraints", []) if canonical_name(c["dist"]) == want), None)
 
 
 def _req_name(requirement: str) -> str:
@@ -203,7 +203,7 @@ def build_plan(findings, *, python: str, stack: dict | None, lockfile: str | Non
     user named that family's stack (--stack); such a step becomes a manual one that says why.
     `facts` (the target's): a conditional constraint of the stack whose condition does not hold
     there is not passed to the resolver."""
-    protected = {canonicalize_name(n): p for n, p in (protected or {}).items()}
+    protected = {canonical_name(n): p for n, p in (protected or {}).items()}
     from doctor.fixes import packages  # noqa: F401 - registers the package step kinds
     from doctor.fixes import ray_sessions  # noqa: F401 - registers the ray-quarantine kind
 
@@ -253,8 +253,8 @@ def build_plan(findings, *, python: str, stack: dict | None, lockfile: str | Non
             if crossing:  # never across families: the user decides that, by naming the family
                 manual(f, "; ".join(crossing))
                 continue
-            mine = sorted({canonicalize_name(_req_name(r)) for r, _ in wanted} & set(protected))
-            mine += sorted({canonicalize_name(_req_name(fill(r, f))) for r in entry.get("reinstall", [])}
+            mine = sorted({canonical_name(_req_name(r)) for r, _ in wanted} & set(protected))
+            mine += sorted({canonical_name(_req_name(fill(r, f))) for r in entry.get("reinstall", [])}
                            & set(protected) - set(mine))
             if mine:  # the user's code: never replaced, whatever a finding about it says
                 plan.kept.append({"id": f.id, "dists": mine, "why": "your own checkout: " + ", ".join(

@@ -19,6 +19,7 @@ from doctor.lockfiles.compile import stack_inputs
 from doctor.stacks import constraint_lines
 from doctor.facts import Facts
 from doctor.paths import state_dir
+from doctor.names import canonical_name
 
 _CHANGE = re.compile(r"^ ([+-]) ([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?(?:==| @ )(\S+)")
 
@@ -194,12 +195,11 @@ def make_sync_step(python: str, lockfile: str, targets: list[str]) -> Step:
 def _merge(requirements: list[str]) -> list[str]:
     """One requirement per dist: 'setuptools<80' twice is once; different specs are intersected."""
     from packaging.requirements import Requirement
-    from packaging.utils import canonicalize_name
 
     by_name: dict[str, tuple[str, Requirement]] = {}
     for text in requirements:
         req = Requirement(text)
-        key = canonicalize_name(req.name)
+        key = canonical_name(req.name)
         if key not in by_name:
             by_name[key] = (text, req)
         elif req.specifier != by_name[key][1].specifier or req.extras != by_name[key][1].extras:

@@ -7,30 +7,38 @@ import functools
 from pathlib import Path
 from typing import Any
 
-import yaml
+from doctor.knowledge import patterns as _patterns, schema as _schema
+from doctor.knowledge.patterns import NEEDLES, Needle, needle_of
 from doctor.knowledge.schema import KnowledgeError, validate
 from doctor.errors import UsageError
+from doctor.derived import derived
 
 KNOWLEDGE_DIR = Path(__file__).parent
 STACKS_DIR = KNOWLEDGE_DIR / "stacks"
 
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-def _load(path: Path) -> Any:
-    with open(path, encoding="utf-8") as fh:
-        return yaml.load(fh, Loader=_Loader)
-
 
 def _load_checked(path: Path, schema: str) -> Any:
-    """Load and validate: a file that does not match its schema is one line (KnowledgeError)."""
-    try:
-        data = _load(path)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        raise KnowledgeError(f"{path}:{where} is not valid YAML ({getattr(exc, 'problem', None) or exc})")
-    return validate(schema, data, _short(path))
+    """Load and validate: a file that does not match its schema is one line (KnowledgeError). The
+    validated data is kept (doctor/derived.py) with its patterns' needles (knowledge/patterns.py): a
+    warm start neither parses YAML nor checks it again."""
+
+    def parse_and_check(raw: bytes) -> tuple[Any, dict[str, Needle | None]]:
+        import yaml  # lazy: a warm start reads the validated copy and never needs the YAML parser (issue 25)
+
+        try:
+            data = yaml.load(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" line {mark.line + 1}" if mark else ""
+            raise KnowledgeError(f"{path}:{where} is not valid YAML ({getattr(exc, 'problem', None) or exc})")
+        found: list[str] = []
+        validate(schema, data, _short(path), found)
+        return data, {p: needle_of(p) for p in found}
+
+    data, needles = derived(path, f"knowledge-{schema}", parse_and_check,
+                            code=(__file__, _schema.__file__, _patterns.__file__))
+    NEEDLES.update(needles)
+    return data
 
 
 def _short(path: Path) -> str:

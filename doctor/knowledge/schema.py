@@ -152,8 +152,9 @@ def _type_name(spec: Any) -> str:
     return "?"
 
 
-def check(value: Any, spec: Any, where: str) -> None:
-    """Raise KnowledgeError(one line) where `value` does not match `spec`."""
+def check(value: Any, spec: Any, where: str, patterns: list[str] | None = None) -> None:
+    """Raise KnowledgeError(one line) where `value` does not match `spec`; every regular expression
+    checked is appended to `patterns` (their needles are kept with the data: knowledge/patterns.py)."""
     if spec is Any:
         return
     if isinstance(spec, Regex):
@@ -163,18 +164,20 @@ def check(value: Any, spec: Any, where: str) -> None:
             re.compile(value)
         except re.error as exc:
             raise KnowledgeError(f"{where}: the regular expression does not compile ({exc})")
+        if patterns is not None:
+            patterns.append(value)
         return
     if isinstance(spec, Map):
         if not isinstance(value, dict):
             raise KnowledgeError(f"{where}: must be a mapping, got {type(value).__name__}")
         for k, v in value.items():
-            check(v, spec.value, f"{where}.{k}")
+            check(v, spec.value, f"{where}.{k}", patterns)
         return
     if isinstance(spec, list):
         if not isinstance(value, list):
             raise KnowledgeError(f"{where}: must be a list, got {type(value).__name__}")
         for i, item in enumerate(value):
-            check(item, spec[0], f"{where}, {_label(item, i + 1)}")
+            check(item, spec[0], f"{where}, {_label(item, i + 1)}", patterns)
         return
     if isinstance(spec, dict):
         if not isinstance(value, dict):
@@ -190,7 +193,7 @@ def check(value: Any, spec: Any, where: str) -> None:
                 if required:
                     raise KnowledgeError(f"{where}: missing field '{key}'")
                 continue
-            check(value[key], sub, f"{where}: field '{key}'" if ":" not in where else f"{where}.{key}")
+            check(value[key], sub, f"{where}: field '{key}'" if ":" not in where else f"{where}.{key}", patterns)
         return
     if isinstance(spec, tuple) and not all(isinstance(t, type) for t in spec):  # allowed values
         if value not in spec:
@@ -204,8 +207,9 @@ def check(value: Any, spec: Any, where: str) -> None:
         raise KnowledgeError(f"{where}: must be {_type_name(spec)}, got {type(value).__name__} {value!r:.60}")
 
 
-def validate(name: str, data: Any, path: str) -> Any:
-    """Check one loaded knowledge file against its schema; returns the data unchanged."""
+def validate(name: str, data: Any, path: str, patterns: list[str] | None = None) -> Any:
+    """Check one loaded knowledge file against its schema; returns the data unchanged. `patterns`:
+    see check()."""
     spec = SCHEMAS.get(name)
     if spec is None:
         raise KnowledgeError(f"{path}: no schema for knowledge file '{name}' (add one to doctor/knowledge/schema.py)")
@@ -215,5 +219,5 @@ def validate(name: str, data: Any, path: str) -> Any:
             if isinstance(fix, dict) and "automatic" in fix:
                 raise KnowledgeError(f"{path}, {_label(entry, i + 1)}: field 'fix'.automatic is derived from "
                                      "fix.plan (a fix with a plan is automatic); do not declare it")
-    check(data, spec, path)
+    check(data, spec, path, patterns)
     return data

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from doctor.derived import derived
 from doctor.errors import UsageError
 from doctor.paths import lockfiles_dir
+from doctor.names import canonical_name
 
 
 def stack_lockfile(stack_name: str, python_version: str) -> Path:
@@ -19,13 +21,27 @@ def stack_lockfile(stack_name: str, python_version: str) -> Path:
 
 def parse_lockfile(path: Path) -> dict[str, dict]:
     """name -> {"version", "hashes"} from a `uv pip compile --generate-hashes` / pip-tools file."""
-    from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.utils import canonicalize_name
-
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"cannot read lockfile {path}: {exc.__class__.__name__}: {exc}")
+    return parse_lockfile_text(text, path)
+
+
+def locked_versions(path: Path) -> tuple[tuple[str, str], ...]:
+    """(name, version) of a lockfile, kept per file content (doctor/derived.py): triage names the
+    locked set in its fixes, and parsing ~200 requirements with packaging is a large part of a short
+    triage's start-up."""
+    def versions(raw: bytes) -> tuple[tuple[str, str], ...]:
+        return tuple((n, d["version"]) for n, d in parse_lockfile_text(raw.decode("utf-8", "replace"), path).items())
+
+    return derived(path, "lockfile-versions", versions, code=(__file__,))
+
+
+def parse_lockfile_text(text: str, path: Path) -> dict[str, dict]:
+    """parse_lockfile of text already read (`path` names it in errors)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
     # Join continuation lines ("pkg==1.0 \\\n    --hash=sha256:…").
     joined = text.replace("\\\n", " ")
     out: dict[str, dict] = {}
@@ -43,7 +59,7 @@ def parse_lockfile(path: Path) -> dict[str, dict]:
         pins = [s for s in req.specifier if s.operator == "=="]
         if len(pins) != 1:
             raise UsageError(f"lockfile {path}: {req_text!r} is not pinned with ==")
-        out[canonicalize_name(req.name)] = {"version": pins[0].version, "hashes": hashes}
+        out[canonical_name(req.name)] = {"version": pins[0].version, "hashes": hashes}
     if not out:
         raise UsageError(f"lockfile {path} has no pinned packages")
     return out

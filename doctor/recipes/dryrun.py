@@ -17,7 +17,7 @@ from typing import Callable
 from rich.console import Console
 
 from doctor import knowledge
-from doctor.cache import cache_dir
+from doctor.paths import cache_dir
 from doctor.recipes.catalog import command_ref
 from doctor.probes import ProbeResult, TargetProbe, run_target_probe
 from doctor.rules.dryrun import epochs_decide, evaluate_dry_run

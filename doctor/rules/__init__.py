@@ -10,7 +10,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Callable
 
-from packaging.utils import canonicalize_name
+from doctor.names import canonical_name
 
 from doctor.facts import Facts
 from doctor.findings import Finding, definition, hold_unrunnable, report_order
@@ -68,7 +68,7 @@ def evaluate(facts: Facts, ctx: Context, trace: dict | None = None,
         if not_applicable:
             checks.append(Check(r.check, r.area, Status.SKIPPED, why=not_applicable))
             continue
-        absent = [d for d in r.requires if canonicalize_name(d) not in (facts.get("distributions") or {})]
+        absent = [d for d in r.requires if canonical_name(d) not in (facts.get("distributions") or {})]
         if absent:
             why = f"{' and '.join(absent)} {'is' if len(absent) == 1 else 'are'} not installed"
             checks.append(Check(r.check, r.area, Status.SKIPPED, why=why))

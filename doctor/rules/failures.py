@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from packaging.utils import canonicalize_name
+from doctor.names import canonical_name
 
 from doctor.signatures import classify, specificity
 
@@ -77,7 +77,7 @@ def failure_evidence(module: str, info: dict) -> str:
 def fails_for_missing_dist(info: dict, missing: list[str]) -> bool:
     """An import that fails only because a missing distribution's top-level module is absent."""
     mod = (info.get("missing_module") or "").split(".")[0]
-    return bool(mod) and info.get("type") == "ModuleNotFoundError" and canonicalize_name(mod) in missing
+    return bool(mod) and info.get("type") == "ModuleNotFoundError" and canonical_name(mod) in missing
 
 
 # "undefined symbol: ncclCommRegister" is NCCL's, "__nvJitLinkAddData_12_1" nvJitLink's: the library

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from packaging.utils import canonicalize_name
+from doctor.names import canonical_name
 
 from doctor import knowledge
 from doctor.findings import make
@@ -13,7 +13,7 @@ from doctor.dists import user_project
 @rule("the target matches the lockfile", "lock", needs=("distributions",),
       applies=lambda ctx: None if ctx.lock is not None else "no --lock given", emits=("lock.drift",))
 def drift(facts, ctx):
-    ignore = {canonicalize_name(i["dist"]) for i in knowledge.load("lock")["ignore_extra"]}
+    ignore = {canonical_name(i["dist"]) for i in knowledge.load("lock")["ignore_extra"]}
     dists = facts["distributions"]
     evidence = []
     for name, pin in sorted(ctx.lock.items()):

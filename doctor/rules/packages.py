@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 from packaging.markers import UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
+from doctor.names import canonical_name
 
 from doctor.findings import make
 from doctor.rules.registry import rule
@@ -45,7 +45,7 @@ def violated(facts: Mapping) -> list[tuple[str, str]]:
                         continue
                 except UndefinedEnvironmentName:
                     continue
-            have = dists.get(canonicalize_name(req.name))
+            have = dists.get(canonical_name(req.name))
             wanted = f"{req.name}{'[' + ','.join(sorted(req.extras)) + ']' if req.extras else ''}{req.specifier}"
             if have is None:
                 out.append((f"{d['name']} {d['version']} requires {req.name}, which is not installed", wanted))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import posixpath
 
-from packaging.utils import canonicalize_name
+from doctor.names import canonical_name
 
 from doctor import knowledge
 from doctor.findings import make
@@ -102,7 +102,7 @@ def shadowed(facts, ctx):
     for module, info in (facts["imports"].get("modules") or {}).items():
         if "." in module or not info.get("ok") or not info.get("file"):
             continue
-        dist = (facts["distributions"] or {}).get(canonicalize_name(module.replace("_", "-")))
+        dist = (facts["distributions"] or {}).get(canonical_name(module.replace("_", "-")))
         if not dist or dist.get("editable") or dist.get("project") or not dist.get("path"):
             continue
         site = posixpath.dirname(dist["path"].rstrip("/"))
@@ -142,7 +142,7 @@ def files_overlap(facts, ctx):
     if overlaps is None:
         raise cannot_look("kernels", "the kernels probe did not compare shared paths (an older recording)")
     known = {tuple(sorted(k["dists"])): k for k in knowledge.load("python_env").get("file_overlaps", [])}
-    locked = {canonicalize_name(n) for n in ((ctx.reference or {}).get("pins") or {})}
+    locked = {canonical_name(n) for n in ((ctx.reference or {}).get("pins") or {})}
     for o in overlaps:
         if not o.get("differ"):
             continue  # the same bytes whoever wrote them
@@ -153,7 +153,7 @@ def files_overlap(facts, ctx):
         k = known.get(tuple(sorted(o["dists"])))
         last = k["last"] if k else o["dists"][-1]
         advice = k["advice"] if k else "the one installed last wins (with uv's parallel installs, a race)"
-        strangers = [d for d in o["dists"] if canonicalize_name(d) not in locked]
+        strangers = [d for d in o["dists"] if canonical_name(d) not in locked]
         decided = bool(k)  # somebody knows whose copy belongs here
         if not k and locked and len(strangers) == 1:  # the known-good set says whose copy belongs here
             decided = True

@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 import sys
 
-from packaging.utils import canonicalize_name
+from doctor.names import canonical_name
 
 from doctor import knowledge
 from doctor.findings import Finding, hold_unrunnable, make
-from doctor.lockfiles import parse_lockfile, stack_lockfile
+from doctor.knowledge.patterns import Matcher, compile_knowledge
+from doctor.lockfiles import locked_versions, stack_lockfile
 from doctor.logparse import decode, parse_step, read_text
 from doctor.signatures import (MAX_EVIDENCE, SafeFormat, clean_lines, evidence, findings_for, match, scan, short,
                                spec)
@@ -63,7 +64,7 @@ def log_context(text: str) -> dict[str, str]:
     for dist, rx, prose in spec()["versions"]:
         for m in rx.finditer(text):
             g = {k: v for k, v in m.groupdict().items() if v}
-            canonical = canonicalize_name(dist or g.get("dist", ""))
+            canonical = canonical_name(dist or g.get("dist", ""))
             name = _DIST_ALIAS.get(canonical, canonical)
             version = f"3.{g['minor']}" if "minor" in g else g.get("version") or g.get("version2")
             if prose and _NOT_THE_RUNS.search(text[max(0, m.start() - 30):m.start()]):
@@ -83,7 +84,7 @@ def _mm(version: str | None) -> str | None:
 @functools.lru_cache(maxsize=8)
 def _locked_pins(path: str) -> tuple[tuple[str, str], ...]:
     """A shipped lockfile's versions, read once per process (triage of a whole corpus asks each time)."""
-    return tuple((n, d["version"]) for n, d in parse_lockfile(Path(path)).items())
+    return locked_versions(Path(path))
 
 
 def fix_params(log: dict[str, str], python_version: str | None, target_first: bool = False) -> tuple[dict, list[str]]:
@@ -232,8 +233,8 @@ def triage_text(text: str, path: str, python: str = "python", python_version: st
         importer = _importer_named(lines, region)
     if importer:
         # the package whose frame ran the failing import: the one of the pair written for another release
-        known = {**known, "importer": importer + (f" {log_stack[canonicalize_name(importer)]}"
-                                                  if log_stack.get(canonicalize_name(importer)) else "")}
+        known = {**known, "importer": importer + (f" {log_stack[canonical_name(importer)]}"
+                                                  if log_stack.get(canonical_name(importer)) else "")}
     # An errno or a signal is the decisive detail of a failure: its class goes before the signature
     # families that only name where it surfaced (NCCL's posix_fallocate ENOSPC is a small /dev/shm).
     decisive = _by_class(failure, lines, region, python, known, decisive_only=True)
@@ -352,7 +353,7 @@ def _root_document(failure: Failure, log_stack: dict) -> dict | None:
         owner = r.owner
         doc.update({"type": r.type or None, "message": short(r.message, 400), "line": r.line + 1,
                     "errno": r.errno, "raised_at": f"{f.path}:{f.line} in {f.func}" if f else None,
-                    "owner": owner, "owner_version": log_stack.get(canonicalize_name(owner)) if owner else None})
+                    "owner": owner, "owner_version": log_stack.get(canonical_name(owner)) if owner else None})
     return doc
 
 
@@ -420,8 +421,8 @@ def _by_class(failure: Failure, lines: list[str], region: list[int], python: str
 
 
 @functools.lru_cache(maxsize=None)
-def _class_owners() -> list[tuple[re.Pattern, str]]:
-    return [(re.compile(c["pattern"]), c["dist"]) for c in knowledge.load("triage").get("class_owners", [])]
+def _class_owners() -> list[tuple[Matcher, str]]:
+    return [(compile_knowledge(c["pattern"]), c["dist"]) for c in knowledge.load("triage").get("class_owners", [])]
 
 
 def class_owner(name: str) -> str | None:
@@ -448,8 +449,8 @@ def _unrecognized(lines: list[str], start: int, markers: list[tuple[int, str]], 
         f = r.raising_frame
         idx = sorted({i for i in (r.start, r.line) if i is not None})
         ev = evidence(lines, idx) + failure.describe() + [when]
-        if r.owner and r.owner != "stdlib" and log_stack.get(canonicalize_name(r.owner)):
-            ev.append(f"{r.owner} {log_stack[canonicalize_name(r.owner)]} (the version the log shows)")
+        if r.owner and r.owner != "stdlib" and log_stack.get(canonical_name(r.owner)):
+            ev.append(f"{r.owner} {log_stack[canonical_name(r.owner)]} (the version the log shows)")
         if f is not None and r.owner is None and r.message:  # a cut traceback: its last frame raised nothing we saw
             return make("runtime.app-error", ev, message=message, where=f"{f.path}:{f.line} in {f.func}")
         return make("runtime.unrecognized-failure", ev, message=message, **params)

@@ -18,6 +18,7 @@ import signal as _signal
 from dataclasses import dataclass, field
 
 from doctor import knowledge
+from doctor.knowledge.patterns import Matcher, compile_knowledge
 from doctor.signatures import specificity as message_specificity
 
 _TRACEBACK = re.compile(r"^\s*(?:\S+\s+)?Traceback \(most recent call last\)")
@@ -250,11 +251,11 @@ def signal_of(lines: list[str], region: list[int]) -> str | None:
 
 
 @functools.lru_cache(maxsize=None)
-def _wrappers() -> list[tuple[re.Pattern | None, re.Pattern | None]]:
+def _wrappers() -> list[tuple[Matcher | None, Matcher | None]]:
     out = []
     for w in knowledge.load("triage").get("wrappers", []):
-        out.append((re.compile(w["type"]) if w.get("type") else None,
-                    re.compile(w["message"]) if w.get("message") else None))
+        out.append((compile_knowledge(w["type"]) if w.get("type") else None,
+                    compile_knowledge(w["message"]) if w.get("message") else None))
     return out
 
 
@@ -384,7 +385,7 @@ def _classes() -> list[dict]:
     out = []
     for c in knowledge.load("triage").get("failure_classes", []):
         when = c["when"]
-        out.append({**c, "rx": {k: re.compile(v, re.I if k in ("message", "text") else 0)
+        out.append({**c, "rx": {k: compile_knowledge(v, re.I if k in ("message", "text") else 0)
                                 for k, v in when.items() if k in ("type", "message", "owner", "frame", "text", "log")},
                     "errno": set(when.get("errno", [])), "signal": set(when.get("signal", []))})
     return out
