@@ -61,9 +61,9 @@ def test_the_fix_as_printed_restores_the_known_good_set(name, tmp_path):
                             env=envs.uv_env()).stdout
     have = dict(line.split("==", 1) for line in freeze.splitlines() if "==" in line)
     locked = {n: e["version"] for n, e in parse_lockfile(REPO / "lockfiles" / "verl041-vllm063post1-py3.11.txt").items()}
-    from packaging.utils import canonicalize_name
+    from doctor.names import canonical_name
 
-    have = {canonicalize_name(k): v for k, v in have.items()}
+    have = {canonical_name(k): v for k, v in have.items()}
     assert {n: have.get(n) for n in locked if have.get(n) != locked[n]} == {}
     after = check(py)
     assert "stack.culprit" not in {f["id"] for f in after["findings"]}
