@@ -64,7 +64,7 @@ SCHEMAS: dict[str, Any] = {
         "log_versions?": [{"pattern": Regex(), "dist?": TEXT, "prose?": bool, "source": TEXT}],
         "wrappers?": [{"type?": Regex(), "message?": Regex(), "source": TEXT}],
         "class_owners?": [{"pattern": Regex(), "dist": TEXT, "source": TEXT}],
-        "failure_classes?": [{"id": TEXT, "when": {"type?": Regex(), "message?": Regex(), "owner?": Regex(),
+        "failure_classes?": [{"id": TEXT, "when": {"type?": Regex(), "message?": Regex(), "owner?": Regex(), "within?": Regex(),
                                                    "frame?": Regex(), "text?": Regex(), "log?": Regex(), "errno?": [TEXT],
                                                    "signal?": [TEXT]},
                               "params?": Map(Any), "last?": bool, "source": TEXT}],

@@ -25,7 +25,7 @@ from doctor.logparse import decode, parse_step, read_text
 from doctor.signatures import (MAX_EVIDENCE, SafeFormat, clean_lines, evidence, findings_for, match, scan, short,
                                spec)
 from doctor.triage.failure import Failure, Frame, classify, model
-from doctor.triage.models import support_text, too_new
+from doctor.triage.models import module_too_new, support_text, too_new
 
 
 @dataclass
@@ -118,6 +118,8 @@ def fix_params(log: dict[str, str], python_version: str | None, target_first: bo
     return {k: v for k, v in params.items() if v}, differs
 
 
+# a line its logger printed at WARNING level: the level word after nothing but a timestamp, brackets or a pid
+_WARNING_LEVEL = re.compile(r"^[^a-z\n]{0,40}?\b(?:WARNING|WARN)\b")
 _TITLE = re.compile(r"\s*#{1,2}[ \t]+\S")
 _LOG_LINE = re.compile(r"\b(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\b|\(\w+ pid=\d+|^\s*File \"|"
                        r"^\[\d{4}-\d\d-\d\d|^\s*\[rank\d+\]|Traceback|step:\d+|\bexit(?:ed)? (?:with )?code\b")
@@ -208,7 +210,11 @@ def triage_text(text: str, path: str, python: str = "python", python_version: st
         markers.append((first, "title"))
     markers.sort()
     fatal_hits = match(lines, region, [s for s in sp["signatures"] if s.get("fatal")])
-    failed = not completed and bool(markers or (last_step_idx is None and fatal_hits))
+    # a symptom its logger printed at WARNING level (Ray: "A worker died …" while it retries the task)
+    # does not end the run by itself: without a traceback or an error line after it, the run went on
+    alarming = [h for h in fatal_hits if not h["sig"].get("symptom")
+                or any(not _WARNING_LEVEL.match(lines[i]) for i in h["lines"])]
+    failed = not completed and bool(markers or (last_step_idx is None and alarming))
     if not failed and not completed:
         waiting = _waiting_at_end(lines, sp)
         if waiting:
@@ -231,6 +237,8 @@ def triage_text(text: str, path: str, python: str = "python", python_version: st
     importer = r.owner if r is not None and "Import" in (r.type or "") else None
     if importer in (None, "stdlib", "__main__"):
         importer = _importer_named(lines, region)
+    if r is not None and r.owner and log_stack.get(canonical_name(r.owner)):
+        known = {**known, "owner_version": log_stack[canonical_name(r.owner)]}   # the raising package's release
     if importer:
         # the package whose frame ran the failing import: the one of the pair written for another release
         known = {**known, "importer": importer + (f" {log_stack[canonical_name(importer)]}"
@@ -253,7 +261,8 @@ def triage_text(text: str, path: str, python: str = "python", python_version: st
         else:
             t.findings.append(_by_class(failure, lines, region, python, known, last=True)
                               or _unrecognized(lines, start, markers, failure, log_stack, path, python, last_step))
-    newer = too_new(joined, log_stack) if (not t.findings or t.findings[0].id in _WEAK) else None
+    newer = module_too_new(joined, log_stack) or (too_new(joined, log_stack)
+                                                  if (not t.findings or t.findings[0].id in _WEAK) else None)
     if newer is not None:
         # the model is newer than the engine release the log shows: what the generic answer could not see
         where = [i for i, ln in enumerate(lines) if newer["family"].split("-")[0].lower() in ln.lower()][:2]

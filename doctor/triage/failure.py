@@ -131,6 +131,15 @@ class Raised:
         return top if top not in (None, "builtins", "__main__") else None
 
     @property
+    def within(self) -> str | None:
+        """The library whose own code both raised it and called the raising code (its two innermost
+        frames outside the standard library): a failure inside one package, not at a call into it."""
+        owners = [f.owner for f in self.frames if f.owner != "stdlib"][-2:]
+        if len(owners) == 2 and owners[0] == owners[1] and owners[0] not in (None, "generated"):
+            return owners[0]
+        return None
+
+    @property
     def boundary(self) -> tuple[str | None, str | None]:
         """(caller, callee): the last call in the frames from one package into another — where a
         signature or API mismatch between two versions shows (trl → vllm)."""
@@ -386,7 +395,7 @@ def _classes() -> list[dict]:
     for c in knowledge.load("triage").get("failure_classes", []):
         when = c["when"]
         out.append({**c, "rx": {k: compile_knowledge(v, re.I if k in ("message", "text") else 0)
-                                for k, v in when.items() if k in ("type", "message", "owner", "frame", "text", "log")},
+                                for k, v in when.items() if k in ("type", "message", "owner", "within", "frame", "text", "log")},
                     "errno": set(when.get("errno", [])), "signal": set(when.get("signal", []))})
     return out
 
@@ -414,11 +423,11 @@ def classify(failure: Failure, lines: list[str], region: list[int], decisive_onl
             ok = True
             if c["errno"]:
                 ok = r.errno in c["errno"]
-            for key in ("type", "message", "owner", "frame", "text", "log"):
+            for key in ("type", "message", "owner", "within", "frame", "text", "log"):
                 if not ok or key not in rx:
                     continue
                 value = {"type": " ".join(filter(None, [r.type, r.inner])), "message": r.message,
-                         "owner": r.owner or "", "text": r.text, "log": region_text,
+                         "owner": r.owner or "", "within": r.within or "", "text": r.text, "log": region_text,
                          "frame": "\n".join(f"{f.path}:{f.func}" for f in r.frames)}[key]
                 m = rx[key].search(value)
                 ok = m is not None

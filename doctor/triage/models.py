@@ -55,6 +55,33 @@ def _pattern() -> tuple[re.Pattern, list[dict]]:
     return re.compile(r"(?i)(?<![\w.])(?:" + "|".join(alts) + r")(?![\w.])"), entries
 
 
+# an import of a model's module that the installed transformers does not have yet
+_MODEL_MODULE = re.compile(r"No module named '?transformers\.models\.(?P<dir>\w+)")
+
+
+def module_too_new(text: str, log_stack: dict[str, str]) -> dict | None:
+    """A model family's transformers module missing (`No module named 'transformers.models.qwen2'`)
+    where the table knows the release that added it: the installed transformers predates the family —
+    unless the log shows one at least that new (then the module is missing for another reason)."""
+    m = _MODEL_MODULE.search(text)
+    if m is None:
+        return None
+    for entry in _table()["families"]:
+        if m["dir"] in (entry.get("model_types") or []):
+            need, have = _need(entry, "transformers"), log_stack.get("transformers")
+            if not need:
+                return None
+            try:
+                if have and Version(have) >= Version(need):
+                    return None
+            except InvalidVersion:
+                return None
+            first = ((entry.get("first") or {}).get("transformers") or {}).get("version", need)
+            return {"family": entry["family"], "lib": "transformers", "need": need, "first": first,
+                    "have": have or f"older than that (it has no transformers.models.{m['dir']})"}
+    return None
+
+
 def too_new(text: str, log_stack: dict[str, str]) -> dict | None:
     """The family a log names whose needed release of an engine (vllm, sglang, transformers) is newer
     than the release the log shows: {family, lib, have, need, first}; the most specific family

@@ -139,6 +139,11 @@ def test_quoted_timestamps_and_bracketed_logger_prefixes_are_read_through():
     # batches k, l: one first look at 2e3714c (after h/i/j were learnt), 4/25 (1/12, 3/13), 0/7 FA; learnt 5, 9 (14/25)
     ("fresh-2026-12-03k", 5, 0),
     ("fresh-2026-12-03l", 9, 0),
+    # batches m, n, o: one first look at 2a01cdb (+ the start-up commit 9f837b0, no verdict changed), 6/24
+    # (0/9, 3/5, 3/10), 1/10 FA (n: a Ray warning of a run that finished); learnt 6, 4, 7 (17/24), 0 FA
+    ("fresh-2026-12-03m", 6, 0),
+    ("fresh-2026-12-03n", 4, 0),
+    ("fresh-2026-12-03o", 7, 0),
 ])
 def test_each_fresh_batch_stays_named_after_learning_and_no_harmless_paste_is_blamed(batch, named, false_alarms):
     score, _ = run_batch(REPO / "tests" / "data" / "corpus" / batch)
@@ -428,11 +433,33 @@ _CLASS_CASES = [
      "tokenization_x.py\", line 5, in _pad\nTypeError: XTokenizer._pad() got an unexpected keyword argument "
      "'padding_side'\n", "runtime.remote-code-mismatch", "Pin transformers"),
     ("AttributeError: module 'torchtune.models.llama9' has no attribute 'lora_llama9_70b'\n", "import.name-missing", "--pre"),
+    # batches m, n, o
+    ('Traceback (most recent call last):\n  File "/w/train.py", line 9, in <module>\n    tok = load()\n'
+     '  File "/env/site-packages/tokkit/auto.py", line 40, in load\n    return _build(cfg)\n'
+     '  File "/env/site-packages/tokkit/base.py", line 88, in _build\n    if cfg.kind == "x":\n'
+     "AttributeError: 'dict' object has no attribute 'kind'\ntokkit version: 3.2.0\n", "runtime.library-bug", "tokkit<"),
+    ("error: Distribution `jinja2==3.1.4 @ registry+https://download.pytorch.org/whl/cu121` can't be installed "
+     "because it doesn't have a source distribution or wheel for the current platform\n",
+     "install.package-from-wrong-index", "unsafe-best-match"),
+    ("$ uv pip install torch==1.13.1+cu117 --extra-index-url https://download.pytorch.org/whl/torch_stable.html\n"
+     "  × No solution found when resolving dependencies:\n  ╰─▶ Because there is no version of torch==1.13.1+cu117 "
+     "and you require torch==1.13.1+cu117, we can conclude that your requirements are unsatisfiable.\n",
+     "install.find-links-as-index", "--find-links"),
+    ('Traceback (most recent call last):\n  File "/w/data.py", line 5, in row\n    msgs = json.loads(r["prompt"])\n'
+     "json.decoder.JSONDecodeError: Expecting value: line 1 column 1 (char 0)\n", "runtime.json-decode", "json.dumps"),
+    ("RuntimeError: Worker failed with error 'language_model.lm_head.weight', please check the stack trace above\n"
+     "KeyError: 'model.vision_tower.blocks.0.attn.qkv.weight'\n", "runtime.weight-names-mismatch", "transformers"),
+    ("RuntimeError: fused_adam requested, but apex is not installed. Please install apex from source\n",
+     "runtime.module-missing", "apex"),
+    ("ModuleNotFoundError: No module named 'megatron.legacy'\n", "runtime.module-missing", "Megatron-LM source checkout"),
+    ("ModuleNotFoundError: No module named 'transformers.models.gemma2'\n", "runtime.model-too-new", "4.42"),
+    ("triton.runtime.errors.PTXASError: PTXAS error: Internal Triton PTX codegen error\n"
+     "ptxas fatal   : Value 'sm_110a' is not defined for option 'gpu-name'\n", "gpu.ptxas-too-old", "TRITON_PTXAS_PATH"),
 ]
 
 
 @pytest.mark.parametrize("text,fid,words", _CLASS_CASES)
-def test_classes_learnt_from_batches_h_to_l_name_the_cause_with_its_detail(text, fid, words):
+def test_classes_learnt_from_batches_h_to_o_name_the_cause_with_its_detail(text, fid, words):
     _, f = _first(text)
     assert f.id == fid and words in " ".join([f.title, f.fix.summary, *f.fix.commands]), (f.id, f.title)
 
@@ -452,3 +479,16 @@ def test_a_library_class_a_message_names_is_the_callee_of_the_mismatch():
     _, f = _first("AttributeError: 'GreaterThan' object has no attribute '_unsorted_args'\n")
     assert f.id != "runtime.api-mismatch"
 
+
+
+def test_a_model_module_missing_under_a_new_enough_transformers_is_not_blamed_on_its_age():
+    _, f = _first("transformers==4.44.0\nModuleNotFoundError: No module named 'transformers.models.qwen2'\n")
+    assert f.id != "runtime.model-too-new", f.title
+
+
+def test_a_symptom_logged_at_warning_level_alone_is_not_a_failure():
+    # Ray logs a dead worker at WARNING while it retries the task (the run went on and finished)
+    line = ("2023-06-07 15:26:09,573 WARNING worker.py:1986 -- A worker died or was killed while executing a task "
+            "by an unexpected system error. Worker exit type: SYSTEM_ERROR\n")
+    assert not triage_text(line * 2, "x.log").failed
+    assert triage_text(line.replace(" WARNING ", " ERROR ") * 2, "x.log").failed
