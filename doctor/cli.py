@@ -10,8 +10,7 @@ import signal
 import sys
 
 from doctor import __version__
-from doctor.errors import UsageError
-from doctor.knowledge.schema import KnowledgeError
+from doctor.errors import KnowledgeError, UsageError
 from doctor.results import ExitCode
 
 class Parser(argparse.ArgumentParser):

@@ -26,7 +26,6 @@ from doctor.probes.gpu import gpu_facts, torch_cuda_build
 from doctor.probes.ray_state import head_answers, ray_state_facts
 from doctor.probes.system import system_facts
 from doctor.rules import Context, evaluate
-from doctor.recipes.checkfacts import recipe_facts
 from doctor.stacks import StackChoice, choose_stack, family_guard, reference_pins
 
 
@@ -168,6 +167,8 @@ def run_check(python: str, *, fast=False, use_cache=True, scale=1.0, stack_name:
                for n, p in TARGET_PROBES.items() if p.deep and n not in probes}
     if recipe is not None:  # --recipe: its composed config, its GPU needs and its dry run are facts too
         recipe_errors: dict[str, str] = {}
+        from doctor.recipes.checkfacts import recipe_facts  # lazy: only --recipe needs it (yaml, rich), not a warm check
+
         more = recipe_facts(python, recipe, dry_run=not fast, show=show, errors=recipe_errors if lenient_recipe else None)
         probes.update({n: ProbeResult(n, False, error=e) for n, e in recipe_errors.items()})
         facts["recipe"], facts["recipe_config"], facts["dryrun"] = more["recipe"], more["recipe_config"], more["dryrun"]

@@ -16,7 +16,6 @@ import ast
 import functools
 import gzip
 import re
-import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -331,4 +330,6 @@ def timing(log: ParsedLog) -> dict[str, list[tuple[int, float]]]:
 
 
 def median(points: list[tuple[int, float]]) -> float | None:
+    import statistics  # lazy: only a metric summary needs it; a short triage does not (issue 25's start-up)
+
     return round(statistics.median(v for _, v in points), 4) if points else None

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import re
 
-from rich.console import Console
-from rich.markup import escape
 
 from doctor import knowledge
 from doctor.errors import UsageError
 from doctor.findings import definition, is_automatic
 from doctor.rules import reported_by
+from doctor.report.console import console_for, escape
 
 
 _PLACEHOLDER = re.compile(r"{(\w+)}")
@@ -25,7 +24,7 @@ def _version_ids() -> dict[str, list[tuple[str, dict]]]:
 
 
 def run_explain(finding_id: str | None) -> int:
-    console = Console(highlight=False, soft_wrap=True)
+    console = console_for()
     defs = knowledge.finding_defs()
     versions = _version_ids()
     rows = [(d["id"], d["severity"], d["title"]) for d in defs.values() if d["id"] != "version.*"]

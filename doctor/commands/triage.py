@@ -18,13 +18,12 @@ def _python_version(python: str) -> str | None:
     """3.N of the interpreter the fixes name (it picks their lockfile when the log shows no Python).
     The doctor's own binary (a venv's python links to it) is not started again: that start was a
     tenth of a short triage."""
-    import subprocess
-
     try:
         if os.path.realpath(python) == os.path.realpath(sys.executable):
             return "%d.%d" % sys.version_info[:2]
     except OSError:
         pass
+    import subprocess  # lazy: only another interpreter is started (subprocess is a tenth of a short triage)
 
     try:
         out = subprocess.run([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], capture_output=True,

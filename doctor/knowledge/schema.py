@@ -13,9 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-
-class KnowledgeError(Exception):
-    """A knowledge file does not match its schema (a bug in the shipped data or a user's copy)."""
+from doctor.errors import KnowledgeError  # defined beside UsageError: the CLI catches both without loading knowledge
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from rich.console import Console
-from rich.markup import escape
-
+from doctor.report.console import Printer, console_for, escape
 from doctor.report.marks import mark_for
 from doctor.uv import runnable
 
@@ -19,10 +17,10 @@ AREA_TITLES = {
 ATTENTION = ("error", "warning", "info", "crash")
 
 
-def render(result, console: Console | None = None, verbose: bool = False) -> None:
+def render(result, console: Printer | None = None, verbose: bool = False) -> None:
     """The check report. By default what needs attention, and one line for each area (or the rest of
     it) that passed or was skipped, flutter-doctor style; verbose: every check."""
-    console = console or Console(highlight=False, soft_wrap=True)
+    console = console or console_for()
     t = result.facts.get("python", {})
     console.print(f"[bold]verl-doctor[/] · target {escape(result.python)} (Python {t.get('version')}, "
                   f"{len(result.facts.get('distributions', {}))} distributions)"
@@ -102,7 +100,7 @@ def gpu_banner(result) -> list[str]:
     return []
 
 
-def _rest_line(console: Console, checks) -> str:
+def _rest_line(console: Printer, checks) -> str:
     """'✓ 4 passed · - 2 skipped (skipped by --fast)' for checks that need no attention."""
     ok = [c for c in checks if c.status == "ok"]
     skipped = [c for c in checks if c.status == "skipped"]
@@ -117,19 +115,19 @@ def _rest_line(console: Console, checks) -> str:
     return " · ".join(parts)
 
 
-def mark_of(console: Console, status: str) -> tuple[str, str]:
+def mark_of(console: Printer, status: str) -> tuple[str, str]:
     """The mark of a status and its colour; ASCII marks where the output cannot encode ✓/✗."""
     return mark_for(status, console.encoding)
 
 
-def render_check(console: Console, c) -> None:
+def render_check(console: Printer, c) -> None:
     """One check line: its mark, what was checked, and why it could not look (skipped, crash)."""
     mark, colour = mark_of(console, c.status)
     extra = f" [dim]({escape(c.why)})[/]" if c.why and c.status in ("skipped", "crash") else ""
     console.print(f"  [{colour}]{mark}[/] {escape(c.check)}{extra}")
 
 
-def render_finding(console: Console, f, together: list[str] | None = None) -> None:
+def render_finding(console: Printer, f, together: list[str] | None = None) -> None:
     mark, colour = mark_of(console, f.severity)
     console.print(f"      [{colour}]{mark} {f.id}[/]: {escape(f.title)}")
     for e in f.evidence[:14]:
@@ -146,9 +144,9 @@ def render_finding(console: Console, f, together: list[str] | None = None) -> No
             console.print(f"          $ {escape(cmd)}")
 
 
-def render_triage(t, console: Console | None = None, python: str | None = None) -> None:
+def render_triage(t, console: Printer | None = None, python: str | None = None) -> None:
     """`doctor triage`'s text report; `python`: the interpreter its fix commands name."""
-    console = console or Console(highlight=False, soft_wrap=True)
+    console = console or console_for()
     step = f"; last training step {t.last_step} at line {t.last_step_line}" if t.last_step is not None else ""
     console.print(f"[bold]doctor triage[/] · {escape(t.log)} ({t.lines} line{'s' if t.lines != 1 else ''}{step})")
     if python and t.failed:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 import shlex
 from collections.abc import Mapping
 
@@ -14,6 +15,20 @@ from doctor.findings import make
 from doctor.rules.registry import rule
 from doctor.dists import satisfies
 from doctor.stacks import stack_lockfile_for
+
+
+# a marker clause naming an extra: `extra == "test"` (false when no extra is asked for)
+_EXTRA_CLAUSE = re.compile(r"\bextra\s*==\s*[\"'][^\"']+[\"']")
+_OR = re.compile(r"\bor\b")
+
+
+def _extra_only(text: str) -> bool:
+    """A requirement of an extra (`pytest; extra == "test"`, `x; python_version < "3.9" and extra == "dev"`):
+    its marker is a conjunction with an extra clause, so it is false for the installed set (pip check asks
+    for no extra) — decided without parsing it. Four of five requirements in an env are such; parsing them
+    all was half of a warm `doctor check` (issue 25)."""
+    _, sep, marker = text.partition(";")
+    return bool(sep) and _OR.search(marker) is None and _EXTRA_CLAUSE.search(marker) is not None
 
 
 @functools.lru_cache(maxsize=4096)
@@ -36,6 +51,8 @@ def violated(facts: Mapping) -> list[tuple[str, str]]:
     for key in sorted(dists):
         d = dists[key]
         for text in d["requires"]:
+            if _extra_only(text):
+                continue
             req = _parse(text)
             if req is None:
                 continue

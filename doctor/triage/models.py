@@ -7,7 +7,6 @@ from __future__ import annotations
 import functools
 import re
 
-from packaging.version import InvalidVersion, Version
 
 from doctor import knowledge
 
@@ -66,6 +65,8 @@ def module_too_new(text: str, log_stack: dict[str, str]) -> dict | None:
     m = _MODEL_MODULE.search(text)
     if m is None:
         return None
+    from packaging.version import InvalidVersion, Version  # lazy: only a model named in the log needs it
+
     for entry in _table()["families"]:
         if m["dir"] in (entry.get("model_types") or []):
             need, have = _need(entry, "transformers"), log_stack.get("transformers")
@@ -88,6 +89,8 @@ def too_new(text: str, log_stack: dict[str, str]) -> dict | None:
     (Qwen3-MoE over Qwen3) where several match."""
     if len(text) > 400_000:  # a model is named in the banners at the start or the failure at the end
         text = text[:200_000] + "\n" + text[-200_000:]
+    from packaging.version import InvalidVersion, Version  # lazy: a short triage need not import packaging
+
     rx, entries = _pattern()
     seen = {k for m in rx.finditer(text) for k, v in m.groupdict().items() if v}
     named = [entries[int(k[1:])] for k in sorted(seen, key=lambda k: int(k[1:]))]

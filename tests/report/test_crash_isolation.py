@@ -23,7 +23,7 @@ def _broken_copy(tmp_path, rel: str, old: str, new: str):
 
 
 def test_a_crashing_text_report_still_gives_the_findings(tmp_path):
-    sig = "def render_finding(console: Console, f, together: list[str] | None = None) -> None:\n"
+    sig = "def render_finding(console: Printer, f, together: list[str] | None = None) -> None:\n"
     env = _broken_copy(tmp_path, "report/text.py", sig, sig + "    raise ZeroDivisionError('boom')\n")
     proc = subprocess.run([sys.executable, "-m", "doctor", "check", "--fast", "--no-gpu"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
