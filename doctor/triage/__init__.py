@@ -59,8 +59,8 @@ def log_context(text: str) -> dict[str, str]:
     """The versions a log shows of its own stack (knowledge/triage.yaml log_versions): the first
     match per distribution, banners and paths before prose; Python as 3.N."""
     found: dict[str, str] = {}
-    if len(text) > 2_000_000:  # versions show at the start (banners) or the end (a pasted env): not 10 MB of steps
-        text = text[:1_000_000] + "\n" + text[-1_000_000:]
+    if len(text) > 512_000:  # versions show at the start (banners) or the end (a pasted env): not 10 MB of steps
+        text = text[:256_000] + "\n" + text[-256_000:]   # (thousands of lines each way; each pattern scans it)
     for dist, rx, prose in spec()["versions"]:
         for m in rx.finditer(text):
             g = {k: v for k, v in m.groupdict().items() if v}
