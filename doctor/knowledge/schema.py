@@ -52,6 +52,9 @@ SCHEMAS: dict[str, Any] = {
         # finding is listed under it ("caused by") and not counted as a cause of its own.
         "consequence_of?": [TEXT],
     }],
+    "release_changes": [{"dist": TEXT, "module": TEXT, "name": TEXT,
+                         "kind": ("removed", "renamed", "moved", "kwarg-removed", "kwarg-renamed", "module-removed"),
+                         "removed_in": TEXT, "last_with": TEXT, "replacement": (str, type(None)), "source": TEXT}],
     "signatures": [{"id": TEXT, "pattern": Regex(), "contexts": [("import", "log")], "fatal?": bool,
                     "symptom?": bool, "params?": Map(Any), "source": TEXT}],
     "triage": {

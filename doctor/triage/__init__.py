@@ -26,6 +26,7 @@ from doctor.signatures import (MAX_EVIDENCE, SafeFormat, clean_lines, evidence, 
                                spec)
 from doctor.triage.failure import Failure, Frame, classify, model
 from doctor.triage.models import module_too_new, support_text, too_new
+from doctor.triage.releases import release_text, removed_name
 
 
 @dataclass
@@ -261,6 +262,7 @@ def triage_text(text: str, path: str, python: str = "python", python_version: st
         else:
             t.findings.append(_by_class(failure, lines, region, python, known, last=True)
                               or _unrecognized(lines, start, markers, failure, log_stack, path, python, last_step))
+    _name_removed_in_a_release(t, failure, lines, region, log_stack, python)
     newer = module_too_new(joined, log_stack) or (too_new(joined, log_stack)
                                                   if (not t.findings or t.findings[0].id in _WEAK) else None)
     if newer is not None:
@@ -274,6 +276,35 @@ def triage_text(text: str, path: str, python: str = "python", python_version: st
     for f in t.findings:
         hold_unrunnable(f)
     return t
+
+
+# answers that a name removed by a known release explains better: generic, or a symptom of the mismatch
+_RELEASE_EXPLAINS = {"runtime.unrecognized-failure", "runtime.app-error", "trainer.step-failed", "runtime.library-bug",
+                     "config.setting-rejected", "runtime.library-advice", "runtime.module-missing"}
+
+
+def _name_removed_in_a_release(t: Triage, failure: Failure, lines: list[str], region: list[int],
+                               log_stack: dict, python: str) -> None:
+    """Where the failure asks for a name a known release removed (knowledge/release_changes.yaml), its
+    import/API finding says which release and what to pin: added to the finding that already names the
+    mismatch, or put first where only a generic answer was given."""
+    asked = [r.text for r in ([failure.root] if failure.root else []) + failure.raised if r.text]
+    removed = removed_name("\n".join(asked) or "\n".join(lines[i] for i in region[-400:]), log_stack)
+    if removed is None:
+        return
+    fid = "runtime.api-mismatch" if removed["kind"].startswith("kwarg") else "import.name-missing"
+    release = release_text(removed)
+    ev = [f"{removed['dist']} {removed['removed_in']} removed what the failure asks for ({removed['asked']}): "
+          f"knowledge/release_changes.yaml, {removed['source'][:160]}"]
+    first = t.findings[0] if t.findings else None
+    if first is not None and first.id == fid:
+        t.findings[0] = make(fid, first.evidence + ev, severity="error", **{"python": python, **first.params,
+                                                                           "release": release})
+    elif first is None or first.id in _RELEASE_EXPLAINS:
+        params = ({"callee": removed["dist"], "arg": removed["name"]} if fid == "runtime.api-mismatch" else
+                  {"module": removed["module"], "name": removed["name"], "package": removed["dist"]})
+        t.findings.insert(0, make(fid, ev, severity="error", release=release, message=short(removed["asked"], 160),
+                                  python=python, **params))
 
 
 # answers a model newer than the engine explains better: generic, or the symptom of an unknown model
