@@ -121,7 +121,8 @@ def fix_params(log: dict[str, str], python_version: str | None, target_first: bo
 
 # a line its logger printed at WARNING level: the level word after nothing but a timestamp, brackets or a pid
 _WARNING_LEVEL = re.compile(r"^[^a-z\n]{0,40}?\b(?:WARNING|WARN)\b")
-_TITLE = re.compile(r"\s*#{1,2}[ \t]+\S")
+# an issue's title as a paste's first line: a Markdown heading, or an issue template's tag ("[Bug]: …")
+_TITLE = re.compile(r"\s*(?:#{1,2}[ \t]+\S|\[(?:Bug|BUG|bug|Usage|Installation|Question|Misc|Performance|Help)\]:?[ \t]+\S)")
 _LOG_LINE = re.compile(r"\b(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\b|\(\w+ pid=\d+|^\s*File \"|"
                        r"^\[\d{4}-\d\d-\d\d|^\s*\[rank\d+\]|Traceback|step:\d+|\bexit(?:ed)? (?:with )?code\b")
 
@@ -309,7 +310,8 @@ def _name_removed_in_a_release(t: Triage, failure: Failure, lines: list[str], re
 
 # answers a model newer than the engine explains better: generic, or the symptom of an unknown model
 _WEAK = {"runtime.unrecognized-failure", "runtime.app-error", "trainer.step-failed", "config.setting-rejected",
-         "runtime.library-advice", "runtime.model-type-unknown", "runtime.ray-worker-crashed", "runtime.api-mismatch"}
+         "runtime.library-advice", "runtime.model-type-unknown", "runtime.ray-worker-crashed", "runtime.api-mismatch",
+         "vllm.qwen2-not-inspectable"}   # "architectures … are not supported": also what a vLLM older than the model says
 
 _PY_PATH = re.compile(r"[\w./~-]+\.py\b")
 
