@@ -139,7 +139,7 @@ def test_quoted_timestamps_and_bracketed_logger_prefixes_are_read_through():
     # batches k, l: one first look at 2e3714c (after h/i/j were learnt), 4/25 (1/12, 3/13), 0/7 FA; learnt 5, 9 (14/25)
     ("fresh-2026-12-03k", 5, 0),
     ("fresh-2026-12-03l", 9, 0),
-    # batches m, n, o: one first look at 2a01cdb (+ the start-up commit 9f837b0, no verdict changed), 6/24
+    # batches m, n, o: one first look at 4e4ddfc (incl. the start-up commit 9f837b0, no verdict changed), 6/24
     # (0/9, 3/5, 3/10), 1/10 FA (n: a Ray warning of a run that finished); learnt 6, 5, 7 (18/24), 0 FA
     ("fresh-2026-12-03m", 6, 0),
     ("fresh-2026-12-03n", 5, 0),
