@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 
-
 from doctor import knowledge
 from doctor.errors import UsageError
 from doctor.findings import definition, is_automatic

@@ -289,7 +289,7 @@ def _name_removed_in_a_release(t: Triage, failure: Failure, lines: list[str], re
     """Where the failure asks for a name a known release removed (knowledge/release_changes.yaml), its
     import/API finding says which release and what to pin: added to the finding that already names the
     mismatch, or put first where only a generic answer was given."""
-    asked = [r.text for r in ([failure.root] if failure.root else []) + failure.raised if r.text]
+    asked = [r.text for r in [failure.root, *(r for r in failure.raised if r is not failure.root)] if r and r.text]
     removed = removed_name("\n".join(asked) or "\n".join(lines[i] for i in region[-400:]), log_stack)
     if removed is None:
         return

@@ -233,8 +233,8 @@ def errno_of(message: str) -> str | None:
     low = message.lower()
     if not _has_strerror(low):
         return None
-    for name, text in _strerrors():
-        if text.lower() in low:
+    for (name, _), text in zip(_strerrors(), _lower_strerrors()):
+        if text in low:
             return name
     return None
 
@@ -407,13 +407,17 @@ def model(lines: list[str], region: list[int]) -> Failure:
 
 # ---- failure classes: finding by structure ------------------------------------------------------
 
+# the keys of a class's `when` that are patterns over the exception (errno and signal are sets)
+_WHEN_KEYS = ("type", "message", "owner", "within", "frame", "text", "log")
+
+
 @functools.lru_cache(maxsize=None)
 def _classes() -> list[dict]:
     out = []
     for c in knowledge.load("triage").get("failure_classes", []):
         when = c["when"]
         out.append({**c, "rx": {k: compile_knowledge(v, re.I if k in ("message", "text") else 0)
-                                for k, v in when.items() if k in ("type", "message", "owner", "within", "frame", "text", "log")},
+                                for k, v in when.items() if k in _WHEN_KEYS},
                     "errno": set(when.get("errno", [])), "signal": set(when.get("signal", []))})
     return out
 
@@ -427,6 +431,15 @@ def classify(failure: Failure, lines: list[str], region: list[int], decisive_onl
     ranked += sorted((r for r in failure.raised if r is not failure.root and not r.wrapper),
                      key=lambda r: -specificity(r))
     region_text = "\n".join(lines[i] for i in region[-400:])
+    fields: dict[int, dict[str, str]] = {}   # each exception's values for the `when` keys: built once, not per class
+
+    def field(r: Raised, key: str) -> str:
+        if id(r) not in fields:
+            fields[id(r)] = {"type": " ".join(filter(None, [r.type, r.inner])), "message": r.message,
+                             "owner": r.owner or "", "within": r.within or "", "text": r.text, "log": region_text,
+                             "frame": "\n".join(f"{f.path}:{f.func}" for f in r.frames)}
+        return fields[id(r)][key]
+
     for c in _classes():
         if (decisive_only and not (c["errno"] or c["signal"])) or bool(c.get("last")) != last:
             continue
@@ -441,13 +454,10 @@ def classify(failure: Failure, lines: list[str], region: list[int], decisive_onl
             ok = True
             if c["errno"]:
                 ok = r.errno in c["errno"]
-            for key in ("type", "message", "owner", "within", "frame", "text", "log"):
+            for key in _WHEN_KEYS:
                 if not ok or key not in rx:
                     continue
-                value = {"type": " ".join(filter(None, [r.type, r.inner])), "message": r.message,
-                         "owner": r.owner or "", "within": r.within or "", "text": r.text, "log": region_text,
-                         "frame": "\n".join(f"{f.path}:{f.func}" for f in r.frames)}[key]
-                m = rx[key].search(value)
+                m = rx[key].search(field(r, key))
                 ok = m is not None
                 if m:
                     groups.update({k: v for k, v in m.groupdict().items() if v})

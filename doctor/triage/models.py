@@ -7,8 +7,8 @@ from __future__ import annotations
 import functools
 import re
 
-
 from doctor import knowledge
+from doctor.triage.releases import older
 
 
 @functools.lru_cache(maxsize=1)
@@ -19,6 +19,11 @@ def _table() -> dict:
 def _need(entry: dict, lib: str) -> str | None:
     """The release of `lib` that runs the family: the documented working one, else the first."""
     return ((entry.get("works_from") or {}).get(lib) or (entry.get("first") or {}).get(lib) or {}).get("version")
+
+
+def _first(entry: dict, lib: str, default: str) -> str:
+    """The first release of `lib` that ships the family (the table's `first`), else `default`."""
+    return ((entry.get("first") or {}).get(lib) or {}).get("version", default)
 
 
 def support_text(model_type: str | None = None, tokenizer_class: str | None = None,
@@ -65,20 +70,13 @@ def module_too_new(text: str, log_stack: dict[str, str]) -> dict | None:
     m = _MODEL_MODULE.search(text)
     if m is None:
         return None
-    from packaging.version import InvalidVersion, Version  # lazy: only a model named in the log needs it
-
     for entry in _table()["families"]:
         if m["dir"] in (entry.get("model_types") or []):
             need, have = _need(entry, "transformers"), log_stack.get("transformers")
-            if not need:
-                return None
-            try:
-                if have and Version(have) >= Version(need):
-                    return None
-            except InvalidVersion:
-                return None
-            first = ((entry.get("first") or {}).get("transformers") or {}).get("version", need)
-            return {"family": entry["family"], "lib": "transformers", "need": need, "first": first,
+            if not need or (have and not older(have, need)):
+                return None   # (a version that does not parse says nothing either way: no answer)
+            return {"family": entry["family"], "lib": "transformers", "need": need,
+                    "first": _first(entry, "transformers", need),
                     "have": have or f"older than that (it has no transformers.models.{m['dir']})"}
     return None
 
@@ -89,8 +87,6 @@ def too_new(text: str, log_stack: dict[str, str]) -> dict | None:
     (Qwen3-MoE over Qwen3) where several match."""
     if len(text) > 400_000:  # a model is named in the banners at the start or the failure at the end
         text = text[:200_000] + "\n" + text[-200_000:]
-    from packaging.version import InvalidVersion, Version  # lazy: a short triage need not import packaging
-
     rx, entries = _pattern()
     seen = {k for m in rx.finditer(text) for k, v in m.groupdict().items() if v}
     named = [entries[int(k[1:])] for k in sorted(seen, key=lambda k: int(k[1:]))]
@@ -99,13 +95,7 @@ def too_new(text: str, log_stack: dict[str, str]) -> dict | None:
     for entry in named:
         for lib in ("vllm", "sglang", "transformers"):
             have, need = log_stack.get(lib), _need(entry, lib)
-            if not have or not need:
-                continue
-            try:
-                older = Version(have) < Version(need)
-            except InvalidVersion:
-                continue
-            if older:
-                first = ((entry.get("first") or {}).get(lib) or {}).get("version", need)
-                return {"family": entry["family"], "lib": lib, "have": have, "need": need, "first": first}
+            if have and need and older(have, need):
+                return {"family": entry["family"], "lib": lib, "have": have, "need": need,
+                        "first": _first(entry, lib, need)}
     return None

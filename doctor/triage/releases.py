@@ -5,7 +5,6 @@ had it — the decisive detail of a version mismatch, which the message itself n
 
 from __future__ import annotations
 
-import functools
 import re
 
 from doctor import knowledge
@@ -23,7 +22,6 @@ _NAME_KINDS = {"removed", "renamed", "moved"}
 _KWARG_KINDS = {"kwarg-removed", "kwarg-renamed"}
 
 
-@functools.lru_cache(maxsize=1)
 def _table() -> list[dict]:
     return knowledge.load("release_changes")
 
@@ -39,11 +37,13 @@ def _same_place(asked: str, entry_module: str) -> bool:
     return asked == entry_module or asked.startswith(entry_module + ".") or entry_module.startswith(asked + ".")
 
 
-def _older(have: str | None, than: str) -> bool:
-    from packaging.version import InvalidVersion, Version  # lazy: only a failure that asks for a removed name
+def older(version: str | None, than: str) -> bool:
+    """version < than in PEP 440's order; False when there is no version or either does not parse. (One
+    comparison for the triage's version questions: this release table and the model table.)"""
+    from packaging.version import InvalidVersion, Version  # lazy: only a failure that names a version needs it
 
     try:
-        return have is not None and Version(have) < Version(than)
+        return version is not None and Version(version) < Version(than)
     except InvalidVersion:
         return False
 
@@ -63,7 +63,7 @@ def removed_name(text: str, log_stack: dict[str, str]) -> dict | None:
                         e["module"].rsplit(".", 1)[-1] == module.rsplit(".", 1)[-1]
                 else:
                     hit = e["kind"] in _NAME_KINDS and e["name"] == name and _same_place(module, e["module"])
-                if hit and not _older(log_stack.get(e["dist"]), e["removed_in"]):
+                if hit and not older(log_stack.get(e["dist"]), e["removed_in"]):
                     return {**e, "asked": m.group(0)}
     return None
 
