@@ -114,7 +114,7 @@ LAYERS: dict[str, int] = {
     "doctor.units": 0, "doctor.facts": 0, "doctor.processes": 0,
     # 1 domain: findings, the installed distributions, stacks, the known-good set, signatures, logs
     "doctor.findings": 1, "doctor.dists": 1, "doctor.lockfiles": 1, "doctor.stacks": 1, "doctor.reference": 1,
-    "doctor.signatures": 1, "doctor.logparse": 1,
+    "doctor.signatures": 1, "doctor.logparse": 1, "doctor.failure": 1,
     # 2 rules: pure functions from facts to findings
     "doctor.rules": 2,
     # 3 services: probes, the engine, fixes, triage, recipes, container, bundle

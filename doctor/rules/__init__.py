@@ -171,7 +171,7 @@ def reported_by(finding_id: str) -> list[str]:
     if finding_id in signature_ids("log"):
         out.append("doctor.triage: a log signature (knowledge/signatures.yaml) in `doctor triage LOG`")
     if finding_id in failure_class_ids():
-        out.append("doctor.triage.failure: a failure class (knowledge/triage.yaml) in `doctor triage LOG`")
+        out.append("doctor.failure: a failure class (knowledge/triage.yaml) in `doctor triage LOG`")
     if finding_id in LOOP_IDS:
         out.append("doctor.rules.registry:run_rule: the evaluate loop, when a rule raises")
     spec = definition(finding_id)

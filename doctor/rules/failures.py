@@ -54,17 +54,6 @@ def grouped_failure_evidence(failures: list[tuple[str, dict]], unlisted: tuple[s
     return out
 
 
-_FRAME_LINE = re.compile(r'\s*File "')
-_EXCEPTION_LINE = re.compile(r"\s*(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Warning)\b")
-
-
-def exception_summary(lines: list[str]) -> list[str]:
-    """From a traceback's text: the innermost frame and the exception line (the last ones)."""
-    frames = [ln.strip() for ln in lines if _FRAME_LINE.match(ln)]
-    excs = [ln.strip() for ln in lines if _EXCEPTION_LINE.match(ln)]
-    return ([f"innermost frame: {frames[-1]}"] if frames else []) + ([excs[-1]] if excs else [])
-
-
 def failure_evidence(module: str, info: dict) -> str:
     chain = info.get("chain") or []
     where = f" (raised at {chain[-1]})" if chain else ""

@@ -7,7 +7,7 @@ from doctor.findings import make
 from doctor.rules.registry import rule
 from doctor.rules.registry import cannot_look
 from doctor.dists import installed
-from doctor.rules.failures import exception_summary
+from doctor.failure import model
 from doctor.signatures import cause_of, classify
 
 
@@ -37,7 +37,8 @@ def qwen2(facts, ctx):
         return
     tail = reg.get("stderr_tail") or []
     evidence = [f"`{' '.join(reg.get('command', []))}` exited {reg.get('returncode')}"]
-    evidence += exception_summary(tail) or ["  " + line for line in tail[-4:]]
+    # the child's traceback read by the same failure model as a log's: root exception, raising frame, owner
+    evidence += model(tail, list(range(len(tail)))).describe() or ["  " + line for line in tail[-4:]]
     surfaced = make("vllm.qwen2-not-inspectable", evidence, python=ctx.python)
     cause = cause_of("\n".join(tail), ctx.python, facts)
     if cause is not None:  # the same signature table as the imports and the logs

@@ -24,7 +24,7 @@ from doctor.lockfiles import locked_versions, stack_lockfile
 from doctor.logparse import decode, parse_step, read_text
 from doctor.signatures import (MAX_EVIDENCE, SafeFormat, clean_lines, evidence, findings_for, match, scan, short,
                                spec)
-from doctor.triage.failure import Failure, Frame, classify, model
+from doctor.failure import Failure, Frame, classify, model
 from doctor.triage.models import module_too_new, support_text, too_new
 from doctor.triage.releases import release_text, removed_name
 
@@ -39,7 +39,7 @@ class Triage:
     last_step_line: int | None = None
     failure: dict | None = None      # first failure marker: {line, marker, text}
     findings: list[Finding] = field(default_factory=list)
-    root: dict | None = None         # the failure model's root exception (doctor/triage/failure.py)
+    root: dict | None = None         # the failure model's root exception (doctor/failure.py)
     log_stack: dict = field(default_factory=dict)   # versions the log itself shows (log_context)
     differs: list[str] = field(default_factory=list)  # how they differ from the locked set
 

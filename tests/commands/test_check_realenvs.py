@@ -66,7 +66,10 @@ def test_no_setuptools():
     assert {"python.setuptools-missing", "vllm.qwen2-not-inspectable"} <= ids(doc, "error")
     assert any("No module named 'setuptools'" in e for e in finding(doc, "python.setuptools-missing")["evidence"])
     # the registry child's stderr names the real cause
-    assert "No module named 'setuptools'" in finding(doc, "vllm.qwen2-not-inspectable")["evidence"][-1]
+    ev = finding(doc, "vllm.qwen2-not-inspectable")["evidence"]
+    # read by the failure model triage uses: the root exception and the frame that raised it
+    assert any(e.startswith("root exception: ") and "No module named 'setuptools'" in e for e in ev), ev
+    assert any(e.startswith("raised at ") for e in ev), ev
 
 
 def test_setuptools80_breaks_pkg_resources():

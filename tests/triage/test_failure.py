@@ -1,4 +1,4 @@
-"""The failure model (doctor/triage/failure.py): exceptions chained and unwrapped, the root described
+"""The failure model (doctor/failure.py): exceptions chained and unwrapped, the root described
 by structure, and the failure classes of knowledge/triage.yaml. The texts are real pastes of the
 fresh batches (tests/data/corpus/fresh-*), whose threads are cited in their INDEX.yaml."""
 
@@ -14,7 +14,7 @@ from conftest import REPO
 from doctor import knowledge
 from doctor.signatures import clean_lines, spec
 from doctor.triage import triage_text
-from doctor.triage.failure import errno_of, model
+from doctor.failure import errno_of, model
 
 sys.path.insert(0, str(REPO))
 from benchmarks.triage_batch import run_batch  # noqa: E402
