@@ -36,6 +36,11 @@ _EXC = re.compile(r"^\s*(?P<type>(?:[A-Za-z_]\w*\.)*(?:(?:[A-Z]\w*)?(?:Error|Exc
                   r"KeyboardInterrupt|StopIteration|GeneratorExit|ArrowInvalid)|(?:[a-z_]\w*\.)+[A-Z]\w+(?=:\s))"
                   r"(?:\((?P<inner>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)\))?(?::\s?(?P<msg>.*)|\s*$)")
 _CLASS_REPR = re.compile(r"^\s*<class '([\w.]+)'>:")
+# a message quoted without its exception type, whose wording only one type has (a person copied the
+# message, not the line: "`Accelerator.__init__() got an unexpected keyword argument x`")
+_IMPLIED_TYPES = [(re.compile(r"^\s*[\w.]*\w\(\) got an unexpected keyword argument '?\w"), "TypeError"),
+                  (re.compile(r"^\s*cannot import name '\w+' from '"), "ImportError"),
+                  (re.compile(r"^\s*No module named '[\w.]+'"), "ModuleNotFoundError")]
 _CAUSE = "The above exception was the direct cause of the following exception"
 _CONTEXT = "During handling of the above exception, another exception occurred"
 _ERROR_LINE = re.compile(r"(?:^|\s)(?:ERROR|FATAL|CRITICAL)(?:\]|:|\s)|^\s*[EF]\d{4} |\[E \d|\bERROR \d\d-\d\d ")
@@ -353,6 +358,10 @@ def exceptions(lines: list[str], region: list[int]) -> list[Raised]:
             start, frames = None, []
             continue
         if start is not None and frames and not ln.strip():
+            continue
+        implied = next((t for rx, t in _IMPLIED_TYPES if rx.match(ln)), None) if start is None else None
+        if implied:
+            out.append(Raised(implied, ln.strip().strip("*` "), i, i))
             continue
         if start is None and ln.strip() and (_ERROR_LINE.search(raw) or (_COMPLAINT.search(ln) and errno_of(ln))):
             r = Raised("", ln.strip().strip("*` "), i, i)

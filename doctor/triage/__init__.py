@@ -174,7 +174,7 @@ def looks_like_a_log(lines: list[str], sp: dict) -> bool:
     """A console log has log structure somewhere: a traceback, an exception or error line, a log
     level, a Ray or torch.distributed prefix, a training step. A README or a config file has none."""
     # a title or a person's "I have this error" is prose about a failure, not log structure
-    structural = [rx for name, rx in sp["markers"] if name not in ("title", "statement")]
+    structural = [rx for name, rx in sp["markers"] if name not in ("title", "statement", "quoted")]
     return any(_LOG_LINE.search(ln) or any(rx.search(ln) for rx in structural) for ln in lines)
 
 
@@ -299,8 +299,10 @@ def _name_removed_in_a_release(t: Triage, failure: Failure, lines: list[str], re
           f"knowledge/release_changes.yaml, {removed['source'][:160]}"]
     first = t.findings[0] if t.findings else None
     if first is not None and first.id == fid:
-        t.findings[0] = make(fid, first.evidence + ev, severity="error", **{"python": python, **first.params,
-                                                                           "release": release})
+        params = {"python": python, **first.params, "release": release}
+        if fid == "runtime.api-mismatch" and not first.params.get("callee"):
+            params["callee"] = removed["dist"]   # the message named no callee ("__init__() got …"): the table does
+        t.findings[0] = make(fid, first.evidence + ev, severity="error", **params)
     elif first is None or first.id in _RELEASE_EXPLAINS:
         params = ({"callee": removed["dist"], "arg": removed["name"]} if fid == "runtime.api-mismatch" else
                   {"module": removed["module"], "name": removed["name"], "package": removed["dist"]})

@@ -16,7 +16,8 @@ _ASKS = [
     ("name", re.compile(r"module '(?P<module>[\w.]+)' has no attribute '(?P<name>\w+)'")),
     ("name", re.compile(r"type object '(?P<module>[\w.]+)' has no attribute '(?P<name>\w+)'")),
     ("name", re.compile(r"'(?P<module>[A-Z]\w+)' object has no attribute '(?P<name>\w+)'")),
-    ("kwarg", re.compile(r"(?P<module>[\w.]+?)(?:\.__init__)?\(\) got an unexpected keyword argument '(?P<name>\w+)'")),
+    # (the argument quoted or not: a paste retyped by hand drops the quotes)
+    ("kwarg", re.compile(r"(?P<module>[\w.]+?)(?:\.__init__)?\(\) got an unexpected keyword argument '?(?P<name>\w+)")),
 ]
 _NAME_KINDS = {"removed", "renamed", "moved"}
 _KWARG_KINDS = {"kwarg-removed", "kwarg-renamed"}
@@ -59,8 +60,12 @@ def removed_name(text: str, log_stack: dict[str, str]) -> dict | None:
                     full = f"{e['module']}.{e['name']}"
                     hit = e["kind"] == "module-removed" and (module == full or module.startswith(full + "."))
                 elif kind == "kwarg":
-                    hit = e["kind"] in _KWARG_KINDS and e["name"] == name and \
-                        e["module"].rsplit(".", 1)[-1] == module.rsplit(".", 1)[-1]
+                    # Python 3.9's message names only "__init__()": the argument's name alone decides,
+                    # where one library's entries have it
+                    anonymous = module == "__init__" and len({x["dist"] for x in _table()
+                                                              if x["kind"] in _KWARG_KINDS and x["name"] == name}) == 1
+                    hit = e["kind"] in _KWARG_KINDS and e["name"] == name and (
+                        anonymous or e["module"].rsplit(".", 1)[-1] == module.rsplit(".", 1)[-1])
                 else:
                     hit = e["kind"] in _NAME_KINDS and e["name"] == name and _same_place(module, e["module"])
                 if hit and not older(log_stack.get(e["dist"]), e["removed_in"]):
