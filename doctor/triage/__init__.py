@@ -313,7 +313,7 @@ def _name_removed_in_a_release(t: Triage, failure: Failure, lines: list[str], re
 # answers a model newer than the engine explains better: generic, or the symptom of an unknown model
 _WEAK = {"runtime.unrecognized-failure", "runtime.app-error", "trainer.step-failed", "config.setting-rejected",
          "runtime.library-advice", "runtime.model-type-unknown", "runtime.ray-worker-crashed", "runtime.api-mismatch",
-         "vllm.qwen2-not-inspectable"}   # "architectures … are not supported": also what a vLLM older than the model says
+         "vllm.qwen2-not-inspectable", "runtime.architecture-unsupported"}   # "architectures … not supported": also what a vLLM older than the model says
 
 _PY_PATH = re.compile(r"[\w./~-]+\.py\b")
 

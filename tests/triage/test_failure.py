@@ -134,7 +134,7 @@ def test_quoted_timestamps_and_bracketed_logger_prefixes_are_read_through():
     ("fresh-2026-12-03g", 11, 0),   # first look 5/21, 0/4 FA (docs/research/triage-fresh-2026-12-03g.md); learnt 10/21, 11/21
     # batches h, i, j: one first look at 8fecf6a, 12/40 (5/11, 3/17, 4/12), 0/11 FA; learnt 8, 14, 7 (29/40), j 8 after k/l
     ("fresh-2026-12-03h", 8, 0),
-    ("fresh-2026-12-03i", 14, 0),
+    ("fresh-2026-12-03i", 15, 0),
     ("fresh-2026-12-03j", 8, 0),
     # batches k, l: one first look at 2e3714c (after h/i/j were learnt), 4/25 (1/12, 3/13), 0/7 FA; learnt 5, 9 (14/25)
     ("fresh-2026-12-03k", 5, 0),
@@ -151,6 +151,14 @@ def test_quoted_timestamps_and_bracketed_logger_prefixes_are_read_through():
     # batches r, s: one first look at ee8174a (after p/q were learnt), 1/16 (1/7, 0/9), 0/2 FA; learnt 3, 7 (10/16)
     ("fresh-2026-12-03r", 3, 0),
     ("fresh-2026-12-03s", 7, 0),
+    # batches t, u, v: one first look (t, u at 0703f21; v at b3101ea, nothing learnt in between),
+    # 7/21 (3/10, 2/4, 2/7), 0/5 FA; w, x at 3ab1d64, after d237115 learnt from t/u/v: 5/14 (2/5, 3/9), 0/5 FA.
+    # Today's five together: 12/35 (34 %), 0/10 FA. Learnt: 6, 3, 5, 3, 6 (23/35)
+    ("fresh-2026-12-03t", 6, 0),
+    ("fresh-2026-12-03u", 3, 0),
+    ("fresh-2026-12-03v", 5, 0),
+    ("fresh-2026-12-03w", 3, 0),
+    ("fresh-2026-12-03x", 6, 0),
 ])
 def test_each_fresh_batch_stays_named_after_learning_and_no_harmless_paste_is_blamed(batch, named, false_alarms):
     score, _ = run_batch(REPO / "tests" / "data" / "corpus" / batch)
