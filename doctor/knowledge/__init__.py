@@ -100,3 +100,53 @@ def stack_pins(stack: dict) -> dict[str, str]:
 
 def finding_defs() -> dict[str, dict]:
     return {d["id"]: d for d in load("findings")}
+
+
+API_HISTORY_DIR = KNOWLEDGE_DIR / "api_history"
+_API_KINDS = (("modules", 1), ("names", 2), ("kwargs", 2), ("callables", 1), ("attrs", 2), ("classes", 1))
+
+
+def api_history_dists() -> list[str]:
+    """The distributions whose API history is shipped (knowledge/api_history/<dist>.json)."""
+    return sorted(p.stem for p in API_HISTORY_DIR.glob("*.json"))
+
+
+@functools.lru_cache(maxsize=None)
+def api_history(dist: str) -> dict:
+    """One distribution's API history, generated from its released archives by
+    benchmarks/build_api_history.py: which releases had each module, name, keyword argument and
+    attribute that did not exist in all of them. Its shape is checked here (generated data, one line
+    on a bad file); ranges are inclusive indexes into `releases`."""
+    path = API_HISTORY_DIR / f"{dist}.json"
+    if not path.is_file():
+        raise KnowledgeError(f"{_short(path)}: no such API history")
+    # parsed and checked once per file content (doctor/derived.py): the files are megabytes
+    return derived(path, "api-history", lambda raw: _checked_api_history(raw, path, dist), code=(__file__,))
+
+
+def _checked_api_history(raw: bytes, path: Path, dist: str) -> dict:
+    import json  # lazy: only a failure that asks for a name reads these files
+
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise KnowledgeError(f"{_short(path)}: cannot be read as JSON ({exc})")
+    releases = data.get("releases") if isinstance(data, dict) else None
+    if not (isinstance(releases, list) and releases and all(isinstance(r, str) for r in releases)) \
+            or data.get("dist") != dist or not isinstance(data.get("source"), str):
+        raise KnowledgeError(f"{_short(path)}: needs dist {dist!r}, a source and a list of releases")
+    n = len(releases)
+
+    def ranges_ok(v: Any) -> bool:
+        return isinstance(v, list) and all(isinstance(r, list) and len(r) == 2 and 0 <= r[0] <= r[1] < n
+                                           and all(isinstance(i, int) for i in r) for r in v)
+
+    for kind, depth in _API_KINDS:
+        table = data.get(kind, {})
+        ok = isinstance(table, dict) and all(
+            ranges_ok(v) if depth == 1 else isinstance(v, dict) and all(ranges_ok(x) for x in v.values())
+            for v in table.values())
+        if not ok:
+            raise KnowledgeError(f"{_short(path)}: field {kind!r} must map names to lists of [first, last] "
+                                 f"release indexes (0..{n - 1})")
+    return data

@@ -26,7 +26,7 @@ from doctor.signatures import (MAX_EVIDENCE, SafeFormat, clean_lines, evidence, 
                                spec)
 from doctor.failure import Failure, Frame, classify, model
 from doctor.triage.models import module_too_new, support_text, too_new
-from doctor.triage.releases import release_text, removed_name
+from doctor.triage.releases import api_change, release_text, removed_name
 
 
 @dataclass
@@ -279,6 +279,8 @@ def triage_text(text: str, path: str, python: str = "python", python_version: st
     return t
 
 
+# the answers that only describe a failure whose cause is not known
+GENERIC_ANSWERS = {"runtime.unrecognized-failure", "runtime.app-error"}
 # answers that a name removed by a known release explains better: generic, or a symptom of the mismatch
 _RELEASE_EXPLAINS = {"runtime.unrecognized-failure", "runtime.app-error", "trainer.step-failed", "runtime.library-bug",
                      "config.setting-rejected", "runtime.library-advice", "runtime.module-missing"}
@@ -286,17 +288,28 @@ _RELEASE_EXPLAINS = {"runtime.unrecognized-failure", "runtime.app-error", "train
 
 def _name_removed_in_a_release(t: Triage, failure: Failure, lines: list[str], region: list[int],
                                log_stack: dict, python: str) -> None:
-    """Where the failure asks for a name a known release removed (knowledge/release_changes.yaml), its
+    """Where the failure asks for a name a known release removed (knowledge/release_changes.yaml, checked
+    by hand) or added or removed (knowledge/api_history, generated from the released archives), its
     import/API finding says which release and what to pin: added to the finding that already names the
     mismatch, or put first where only a generic answer was given."""
     asked = [r.text for r in [failure.root, *(r for r in failure.raised if r is not failure.root)] if r and r.text]
-    removed = removed_name("\n".join(asked) or "\n".join(lines[i] for i in region[-400:]), log_stack)
-    if removed is None:
-        return
-    fid = "runtime.api-mismatch" if removed["kind"].startswith("kwarg") else "import.name-missing"
+    text = "\n".join(asked) or "\n".join(lines[i] for i in region[-400:])
+    removed = removed_name(text, log_stack)
+    if removed is not None:
+        ev = [f"{removed['dist']} {removed['removed_in']} removed what the failure asks for ({removed['asked']}): "
+              f"knowledge/release_changes.yaml, {removed['source'][:160]}"]
+    else:
+        # the code that asked (the raising frame's package, of whichever copy of the exception shows frames):
+        # the other half of the pair
+        readers = [r.owner for r in [failure.root, *failure.raised] if r is not None and r.frames
+                   and r.owner not in (None, "stdlib", "generated")]
+        removed = api_change(text, log_stack, readers[0] if readers else None)
+        if removed is None:
+            return
+        ev = [f"{removed['evidence']} — what the failure asks for ({removed['asked']}): {removed['source']}"]
+    fid = "runtime.api-mismatch" if removed["kind"].startswith("kwarg") or removed["kind"] == "attr" \
+        else "import.name-missing"
     release = release_text(removed)
-    ev = [f"{removed['dist']} {removed['removed_in']} removed what the failure asks for ({removed['asked']}): "
-          f"knowledge/release_changes.yaml, {removed['source'][:160]}"]
     first = t.findings[0] if t.findings else None
     if first is not None and first.id == fid:
         params = {"python": python, **first.params, "release": release}
@@ -304,8 +317,12 @@ def _name_removed_in_a_release(t: Triage, failure: Failure, lines: list[str], re
             params["callee"] = removed["dist"]   # the message named no callee ("__init__() got …"): the table does
         t.findings[0] = make(fid, first.evidence + ev, severity="error", **params)
     elif first is None or first.id in _RELEASE_EXPLAINS:
-        params = ({"callee": removed["dist"], "arg": removed["name"]} if fid == "runtime.api-mismatch" else
+        params = ({"callee": removed["dist"], "arg": removed["name"],
+                   **({"caller": removed["reader"]} if removed.get("reader") else {})}
+                  if fid == "runtime.api-mismatch" else
                   {"module": removed["module"], "name": removed["name"], "package": removed["dist"]})
+        if first is not None and first.id in GENERIC_ANSWERS:
+            t.findings.pop(0)        # "cause not known" said what the release answer now explains
         t.findings.insert(0, make(fid, ev, severity="error", release=release, message=short(removed["asked"], 160),
                                   python=python, **params))
 
@@ -313,7 +330,8 @@ def _name_removed_in_a_release(t: Triage, failure: Failure, lines: list[str], re
 # answers a model newer than the engine explains better: generic, or the symptom of an unknown model
 _WEAK = {"runtime.unrecognized-failure", "runtime.app-error", "trainer.step-failed", "config.setting-rejected",
          "runtime.library-advice", "runtime.model-type-unknown", "runtime.ray-worker-crashed", "runtime.api-mismatch",
-         "vllm.qwen2-not-inspectable", "runtime.architecture-unsupported"}   # "architectures … not supported": also what a vLLM older than the model says
+         # "architectures … not supported": also what a vLLM older than the model says
+         "vllm.qwen2-not-inspectable", "runtime.architecture-unsupported"}
 
 _PY_PATH = re.compile(r"[\w./~-]+\.py\b")
 
@@ -323,9 +341,12 @@ def _importer_named(lines: list[str], region: list[int]) -> str | None:
     import ("cannot import X from vllm.sequence in verl/workers/rollout/vllm_rollout.py")."""
     for i in region:
         if re.search(r"(?i)can ?not import|no module named|importerro", lines[i]):
+            # Python names the module's own file after it ("… from 'transformers.models.x' (…/x/__init__.py)"):
+            # the package that lacks the name, not the one that asked for it
+            asked = re.search(r"from '([\w]+)", lines[i])
             for path in _PY_PATH.findall(lines[i]):
                 owner = Frame(path, 0, "").owner
-                if owner not in (None, "stdlib", "generated"):
+                if owner not in (None, "stdlib", "generated") and not (asked and owner == asked[1]):
                     return owner
     return None
 
