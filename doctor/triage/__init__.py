@@ -25,7 +25,7 @@ from doctor.logparse import decode, parse_step, read_text
 from doctor.signatures import (MAX_EVIDENCE, SafeFormat, clean_lines, evidence, findings_for, match, scan, short,
                                spec)
 from doctor.failure import Failure, Frame, classify, model
-from doctor.triage.models import module_too_new, support_text, too_new
+from doctor.triage.models import model_type_key, module_too_new, support_text, too_new
 from doctor.triage.releases import api_change, release_text, removed_name
 
 
@@ -203,7 +203,9 @@ def triage_text(text: str, path: str, python: str = "python", python_version: st
     region = [i for i in range(start, len(lines)) if i not in benign]
     in_region = set(region)
     # an issue's title pasted as the first line ("# … error: …"): a failure statement (triage.yaml `title`)
-    first = next((i for i, ln in enumerate(lines) if ln.strip()), None) if _TITLE.match(text) else None
+    first = next((i for i, ln in enumerate(lines) if ln.strip()), None)
+    if first is not None and not _TITLE.match(text) and not (len(lines[first]) <= 160 and _LOG_LINE.search(lines[first]) is None):
+        first = None
     # the title marker reads the first line only: not a scan of a 10 MB log
     markers = [(i, name) for name, rx in sp["markers"] if name != "title"
                for i, _ in scan(lines).matching(rx, start) if i in in_region]
@@ -264,6 +266,16 @@ def triage_text(text: str, path: str, python: str = "python", python_version: st
             t.findings.append(_by_class(failure, lines, region, python, known, last=True)
                               or _unrecognized(lines, start, markers, failure, log_stack, path, python, last_step))
     _name_removed_in_a_release(t, failure, lines, region, log_stack, python)
+    r = failure.root
+    model_type = model_type_key(r.message) if r is not None and r.type == "KeyError" and \
+        r.owner in (None, "transformers") and (not t.findings or t.findings[0].id in GENERIC_ANSWERS) else None
+    if model_type and r is not None:
+        # a bare KeyError naming a model type a transformers release added: the config lookup of an older one
+        if t.findings:
+            t.findings.pop(0)
+        t.findings.insert(0, make("runtime.model-type-unknown", evidence(lines, [r.line]) + failure.describe(),
+                                  severity="error", model_type=model_type, support=support_text(model_type),
+                                  message=short(r.text, 160), python=python))
     newer = module_too_new(joined, log_stack) or (too_new(joined, log_stack)
                                                   if (not t.findings or t.findings[0].id in _WEAK) else None)
     if newer is not None:

@@ -41,7 +41,33 @@ def support_text(model_type: str | None = None, tokenizer_class: str | None = No
             need = _need(entry, "transformers")
             if need:
                 return f"{entry['family']} ({model_type or rope_type}) needs transformers {need} or later: upgrade transformers. "
+    first = _first_with_module(model_type) if model_type else None
+    if first and model_type:
+        minor = ".".join(first.split(".")[:2])   # the history examined one release per minor: name the minor
+        return (f"{model_type} needs transformers {minor} or later ({first}, the first release examined with "
+                f"transformers.models.{_module_dir(model_type)}: knowledge/api_history): upgrade transformers. ")
     return ""
+
+
+def _module_dir(model_type: str) -> str:
+    return model_type.replace("-", "_")
+
+
+def _first_with_module(model_type: str) -> str | None:
+    """The first transformers release (of the API history's) with the model type's own module, where
+    not every release examined has it: a model type added within the history's window."""
+    if "transformers" not in knowledge.api_history_dists():
+        return None
+    h = knowledge.api_history("transformers")
+    ranges = h.get("modules", {}).get(f"transformers.models.{_module_dir(model_type)}")
+    return h["releases"][ranges[0][0]] if ranges and ranges[0][0] > 0 else None
+
+
+def model_type_key(message: str | None) -> str | None:
+    """The model type a bare KeyError names (`KeyError: 'mistral'`, a paste without frames), where a
+    transformers release is known to have added it; else None (any other key)."""
+    m = re.fullmatch(r"'(?P<key>[a-z][a-z0-9_-]{1,40})'", (message or "").strip())
+    return m["key"] if m and support_text(m["key"]) else None
 
 
 def _family_names(entry: dict) -> list[str]:

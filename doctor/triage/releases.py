@@ -18,6 +18,9 @@ _ASKS = [
     ("name", re.compile(r"'(?P<module>[A-Z]\w+)' object has no attribute '(?P<name>\w+)'")),
     # (the argument quoted or not: a paste retyped by hand drops the quotes)
     ("kwarg", re.compile(r"(?P<module>[\w.]+?)(?:\.__init__)?\(\) got an unexpected keyword argument '?(?P<name>\w+)")),
+    # a parameter the callee requires and the call does not pass: the callee gained it after the caller was written
+    ("kwarg-missing", re.compile(r"(?P<module>[\w.]+?)(?:\.__init__)?\(\) missing \d+ required (?:positional|keyword-only) "
+                                 r"arguments?: '(?P<name>\w+)'")),
 ]
 _NAME_KINDS = {"removed", "renamed", "moved"}
 _KWARG_KINDS = {"kwarg-removed", "kwarg-renamed"}
@@ -55,6 +58,8 @@ def removed_name(text: str, log_stack: dict[str, str]) -> dict | None:
     for kind, rx in _ASKS:
         for m in rx.finditer(text):
             module, name = m["module"], m.groupdict().get("name")
+            if kind == "kwarg-missing":
+                continue     # the hand-checked table lists removals only
             for e in _table():
                 if kind == "module":
                     full = f"{e['module']}.{e['name']}"
@@ -159,9 +164,15 @@ def api_change(text: str, log_stack: dict[str, str], reader: str | None = None) 
                 kind_here = kind
             if kind_here == "module":
                 module, name = module, ""
-            for dist, what, table, ranges in _history_hits(kind_here, module, name):
+            hits = _history_hits("kwarg" if kind_here == "kwarg-missing" else kind_here, module, name)
+            if any(d in log_stack for d, *_ in hits):
+                # a class name several libraries have (LlamaDecoderLayer in transformers and vllm): the log's own
+                hits = [h for h in hits if h[0] in log_stack]
+            for dist, what, table, ranges in hits:
                 h = knowledge.api_history(dist)
-                answer = _answer(dist, what, h["releases"], _present(ranges), log_stack.get(dist), reader)
+                answer = (_gained(dist, what, h["releases"], _present(ranges), log_stack.get(dist), reader)
+                          if kind_here == "kwarg-missing" else
+                          _answer(dist, what, h["releases"], _present(ranges), log_stack.get(dist), reader))
                 if answer is not None:
                     fid_kind = "kwarg-removed" if table == "kwargs" else "attr" if table == "attrs" else \
                         "module-removed" if table == "modules" else "removed"
@@ -212,3 +223,22 @@ def _answer(dist: str, what: str, releases: list[str], present: list[int], have:
                         f"{upper}'`{other}. ",
                 "evidence": f"{what}: in {dist} {releases[lo]} to {releases[hi]} only (of the releases examined)"}
     return None
+
+
+def _gained(dist: str, what: str, releases: list[str], present: list[int], have: str | None,
+            reader: str | None) -> dict | None:
+    """A required parameter the call does not pass: the release that added it is where the caller's
+    code stops fitting — pin below it, or update the caller."""
+    if not present or present[0] == 0 or present != list(range(present[0], present[-1] + 1)):
+        return None                      # in every release examined (not a version question), or re-added
+    lo = present[0]
+    pos = _position(releases, have)
+    if pos is not None and pos < lo:
+        return None                      # the log's release has no such parameter: something else is wrong
+    who = f"{reader}'s code" if reader and reader.replace("_", "-") != dist else "the calling code"
+    seen = f" (the log shows {dist} {have})" if have else ""
+    return {"added_in": releases[lo], "last_with": releases[lo - 1],
+            "text": f"{what} is required from {dist} {releases[lo]} on (not in {releases[lo - 1]}){seen}: {who} was "
+                    f"written for an older {dist} — pin `{dist}<={releases[lo - 1]}`, "
+                    f"or update that code to a release made for this {dist}. ",
+            "evidence": f"{what}: in {dist} {releases[lo]}, not in {releases[lo - 1]} (the release examined before it)"}

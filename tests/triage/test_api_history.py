@@ -68,3 +68,27 @@ def test_triage_puts_the_release_into_the_api_finding():
 
 def test_a_name_no_history_holds_is_not_answered():
     assert api_change("ImportError: cannot import name 'NoSuchThing' from 'accelerate'", {}) is None
+
+
+# https://github.com/4AI/LS-LLaMA/issues/11: code copied from an older transformers builds the decoder layer
+# without the layer_idx that a later release made required (maintainer: downgrade transformers to 4.32.1)
+@pytest.mark.skipif("transformers" not in DISTS, reason="no transformers history shipped")
+def test_a_required_parameter_the_call_lacks_names_the_release_that_added_it():
+    msg = "TypeError: LlamaDecoderLayer.__init__() missing 1 required positional argument: 'layer_idx'"
+    got = api_change(msg, {"transformers": "4.38.2"})
+    assert got is not None and got["dist"] == "transformers", got
+    assert got["added_in"].startswith("4.3") and f"transformers<={got['last_with']}" in got["text"], got
+    # a release without the parameter: not this cause (and vllm's class of the same name is not the log's)
+    assert api_change(msg, {"transformers": "4.30.2"}) is None
+
+
+@pytest.mark.skipif("transformers" not in DISTS, reason="no transformers history shipped")
+def test_a_bare_key_error_naming_a_model_type_is_the_transformers_release_that_added_it():
+    from doctor.triage.models import model_type_key, support_text
+
+    # https://github.com/arcee-ai/mergekit/issues/17 ("KeyError: 'mistral'"; maintainer: pip install -U transformers)
+    assert model_type_key("'mistral'") == "mistral"
+    assert "transformers 4.34 or later" in support_text("mistral")
+    assert model_type_key("'prompt'") is None and model_type_key("'mistral' and more") is None
+    t = triage_text("KeyError: 'mistral'\n", "mergekit-17.log")
+    assert t.findings[0].id == "runtime.model-type-unknown" and "4.34" in t.findings[0].fix.summary
