@@ -202,9 +202,11 @@ def triage_text(text: str, path: str, python: str = "python", python_version: st
     benign = _benign_lines(lines, start) | {i for i, _ in scan(lines).matching(sp["benign"], start)}
     region = [i for i in range(start, len(lines)) if i not in benign]
     in_region = set(region)
-    # an issue's title pasted as the first line ("# … error: …"): a failure statement (triage.yaml `title`)
+    # an issue's title as the paste's first line — a Markdown heading or a template's "[Bug]:", or a short
+    # first line with no log structure of its own ("nvcc fatal unsupported gpu architecture 'compute_86'"):
+    # a failure statement where it says one (triage.yaml `title`)
     first = next((i for i, ln in enumerate(lines) if ln.strip()), None)
-    if first is not None and not _TITLE.match(text) and not (len(lines[first]) <= 160 and _LOG_LINE.search(lines[first]) is None):
+    if first is not None and not (_TITLE.match(text) or (len(lines[first]) <= 160 and not _LOG_LINE.search(lines[first]))):
         first = None
     # the title marker reads the first line only: not a scan of a 10 MB log
     markers = [(i, name) for name, rx in sp["markers"] if name != "title"

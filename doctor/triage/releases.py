@@ -162,8 +162,6 @@ def api_change(text: str, log_stack: dict[str, str], reader: str | None = None) 
                 kind_here = "attr"       # "'MatmulLtState' object has no attribute …": a class's attribute
             else:
                 kind_here = kind
-            if kind_here == "module":
-                module, name = module, ""
             hits = _history_hits("kwarg" if kind_here == "kwarg-missing" else kind_here, module, name)
             if any(d in log_stack for d, *_ in hits):
                 # a class name several libraries have (LlamaDecoderLayer in transformers and vllm): the log's own
@@ -238,7 +236,7 @@ def _gained(dist: str, what: str, releases: list[str], present: list[int], have:
     who = f"{reader}'s code" if reader and reader.replace("_", "-") != dist else "the calling code"
     seen = f" (the log shows {dist} {have})" if have else ""
     return {"added_in": releases[lo], "last_with": releases[lo - 1],
-            "text": f"{what} is required from {dist} {releases[lo]} on (not in {releases[lo - 1]}){seen}: {who} was "
-                    f"written for an older {dist} — pin `{dist}<={releases[lo - 1]}`, "
+            "text": f"{what} exists from {dist} {releases[lo]} on (not in {releases[lo - 1]}){seen} and the call does not "
+                    f"pass it: {who} was written for an older {dist} — pin `{dist}<={releases[lo - 1]}`, "
                     f"or update that code to a release made for this {dist}. ",
             "evidence": f"{what}: in {dist} {releases[lo]}, not in {releases[lo - 1]} (the release examined before it)"}
