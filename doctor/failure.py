@@ -450,7 +450,7 @@ def classify(failure: Failure, lines: list[str], region: list[int], decisive_onl
         return fields[id(r)][key]
 
     for c in _classes():
-        if (decisive_only and not (c["errno"] or c["signal"])) or bool(c.get("last")) != last:
+        if (decisive_only and not (c["errno"] or c["signal"] or c.get("decisive"))) or bool(c.get("last")) != last:
             continue
         rx = c["rx"]
         if c["signal"]:

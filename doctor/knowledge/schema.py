@@ -68,7 +68,7 @@ SCHEMAS: dict[str, Any] = {
         "failure_classes?": [{"id": TEXT, "when": {"type?": Regex(), "message?": Regex(), "owner?": Regex(), "within?": Regex(),
                                                    "frame?": Regex(), "text?": Regex(), "log?": Regex(), "errno?": [TEXT],
                                                    "signal?": [TEXT]},
-                              "params?": Map(Any), "last?": bool, "source": TEXT}],
+                              "params?": Map(Any), "last?": bool, "decisive?": bool, "source": TEXT}],
     },
     "model_support": {
         "families": [{"family": TEXT, "model_types?": [TEXT], "architectures?": [TEXT], "rope_type?": TEXT,

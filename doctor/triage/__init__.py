@@ -439,7 +439,7 @@ def _root_document(failure: Failure, log_stack: dict) -> dict | None:
 def _by_class(failure: Failure, lines: list[str], region: list[int], python: str, known: dict,
               decisive_only: bool = False, last: bool = False) -> Finding | None:
     """The finding of the first failure class (knowledge/triage.yaml) the failure belongs to; with
-    `decisive_only`, only a class keyed by an errno or a signal."""
+    `decisive_only`, only a class keyed by an errno or a signal, or marked decisive."""
     hit = classify(failure, lines, region, decisive_only, last)
     if hit is None:
         return None

@@ -164,6 +164,9 @@ def test_quoted_timestamps_and_bracketed_logger_prefixes_are_read_through():
     ("fresh-2026-12-03y", 7, 0),
     ("fresh-2026-12-03z", 3, 0),
     ("fresh-2026-12-03aa", 7, 0),
+    # batches bb, cc: one first look at 8e7477c (after y/z/aa were learnt), 6/8 (5/5, 1/3), 0/1 FA; learnt 5, 3
+    ("fresh-2026-12-03bb", 5, 0),
+    ("fresh-2026-12-03cc", 3, 0),
 ])
 def test_each_fresh_batch_stays_named_after_learning_and_no_harmless_paste_is_blamed(batch, named, false_alarms):
     score, _ = run_batch(REPO / "tests" / "data" / "corpus" / batch)
