@@ -273,11 +273,9 @@ def triage_text(text: str, path: str, python: str = "python", python_version: st
         r.owner in (None, "transformers") and (not t.findings or t.findings[0].id in GENERIC_ANSWERS) else None
     if model_type and r is not None:
         # a bare KeyError naming a model type a transformers release added: the config lookup of an older one
-        if t.findings:
-            t.findings.pop(0)
-        t.findings.insert(0, make("runtime.model-type-unknown", evidence(lines, [r.line]) + failure.describe(),
-                                  severity="error", model_type=model_type, support=support_text(model_type),
-                                  message=short(r.text, 160), python=python))
+        _lead_with(t, make("runtime.model-type-unknown", evidence(lines, [r.line]) + failure.describe(),
+                           severity="error", model_type=model_type, support=support_text(model_type),
+                           message=short(r.text, 160), python=python))
     newer = module_too_new(joined, log_stack) or (too_new(joined, log_stack)
                                                   if (not t.findings or t.findings[0].id in _WEAK) else None)
     if newer is not None:
@@ -335,10 +333,15 @@ def _name_removed_in_a_release(t: Triage, failure: Failure, lines: list[str], re
                    **({"caller": removed["reader"]} if removed.get("reader") else {})}
                   if fid == "runtime.api-mismatch" else
                   {"module": removed["module"], "name": removed["name"], "package": removed["dist"]})
-        if first is not None and first.id in GENERIC_ANSWERS:
-            t.findings.pop(0)        # "cause not known" said what the release answer now explains
-        t.findings.insert(0, make(fid, ev, severity="error", release=release, message=short(removed["asked"], 160),
-                                  python=python, **params))
+        _lead_with(t, make(fid, ev, severity="error", release=release, message=short(removed["asked"], 160),
+                           python=python, **params))
+
+
+def _lead_with(t: Triage, finding: Finding) -> None:
+    """Put a specific answer first; a "cause not known" answer in first place said only what it explains."""
+    if t.findings and t.findings[0].id in GENERIC_ANSWERS:
+        t.findings.pop(0)
+    t.findings.insert(0, finding)
 
 
 # answers a model newer than the engine explains better: generic, or the symptom of an unknown model

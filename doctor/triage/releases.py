@@ -60,15 +60,15 @@ def removed_name(text: str, log_stack: dict[str, str]) -> dict | None:
             module, name = m["module"], m.groupdict().get("name")
             if kind == "kwarg-missing":
                 continue     # the hand-checked table lists removals only
+            # Python 3.9's message names only "__init__()": the argument's name alone decides, where one
+            # library's entries have it
+            anonymous = kind == "kwarg" and module == "__init__" and len(
+                {x["dist"] for x in _table() if x["kind"] in _KWARG_KINDS and x["name"] == name}) == 1
             for e in _table():
                 if kind == "module":
                     full = f"{e['module']}.{e['name']}"
                     hit = e["kind"] == "module-removed" and (module == full or module.startswith(full + "."))
                 elif kind == "kwarg":
-                    # Python 3.9's message names only "__init__()": the argument's name alone decides,
-                    # where one library's entries have it
-                    anonymous = module == "__init__" and len({x["dist"] for x in _table()
-                                                              if x["kind"] in _KWARG_KINDS and x["name"] == name}) == 1
                     hit = e["kind"] in _KWARG_KINDS and e["name"] == name and (
                         anonymous or e["module"].rsplit(".", 1)[-1] == module.rsplit(".", 1)[-1])
                 else:
