@@ -5,6 +5,7 @@ they emit, and every entry is reported by someone that `doctor explain` names.""
 from __future__ import annotations
 
 import fnmatch
+import string
 
 import pytest
 
@@ -118,3 +119,16 @@ def test_explain_names_the_rule_that_reports_an_id():
     assert "scope environment" in out
     out = run_doctor("explain", "runtime.unrecognized-failure").stdout
     assert "doctor.triage:_unrecognized" in out
+
+
+def test_every_placeholder_is_a_plain_name():
+    # "{'use_reentrant': False}" in a fix text is read by str.format as a field with a format spec and
+    # crashes the report at run time; braces meant literally must be written {{ }}.
+    bad = []
+    for fid, d in knowledge.finding_defs().items():
+        fix = d.get("fix") or {}
+        for text in [d["title"], fix.get("summary", ""), *fix.get("commands", [])]:
+            for _, name, spec, conv in string.Formatter().parse(text):
+                if name is not None and (not name.isidentifier() or spec or conv):
+                    bad.append((fid, name, spec))
+    assert not bad, bad

@@ -1,0 +1,86 @@
+"""Failure classes learnt from the libraries' own messages, not from one thread (issue 25): each text
+below is the message a library prints (its source named beside it), in the shape a paste shows it.
+Triage must name the class with the detail a fix needs, the run must count as failed, and the class
+must not fire on the harmless pastes (the batch tests check those)."""
+
+from __future__ import annotations
+
+import pytest
+
+from doctor.triage import triage_text
+
+TB = 'Traceback (most recent call last):\n  File "train.py", line 9, in <module>\n    main()\n'
+
+CASES = [
+    # torch/utils/cpp_extension.py; gcc killed by the OOM killer in a ninja build; CPython headers
+    ("RuntimeError: \nThe detected CUDA version (12.1) mismatches the version that was used to compile\nPyTorch (11.8). "
+     "Please make sure to use the same CUDA versions.", "build.cuda-version-mismatch", ["12.1", "11.8", "CUDA_HOME"]),
+    ("RuntimeError: Ninja is required to load C++ extensions", "build.ninja-missing", ["pip install ninja"]),
+    ("      c++: fatal error: Killed signal terminated program cc1plus\n      compilation terminated.\n"
+     "      ninja: build stopped: subcommand failed.", "build.out-of-memory", ["MAX_JOBS"]),
+    ("      csrc/a.cpp:1:10: fatal error: Python.h: No such file or directory\n      compilation terminated.",
+     "build.python-headers-missing", ["-dev"]),
+    ("OSError: CUDA_HOME environment variable is not set. Please set it to your CUDA install root.",
+     "build.nvcc-missing", ["CUDA_HOME"]),
+    # pip and uv
+    ("ERROR: Package 'verl' requires a different Python: 3.8.10 not in '>=3.10'", "install.python-unsupported",
+     ["verl", "3.8.10", ">=3.10"]),
+    ("ERROR: flash_attn-2.5.8+cu122torch2.3cxx11abiFALSE-cp310-cp310-linux_x86_64.whl is not a supported wheel on "
+     "this platform.", "install.wheel-unsupported", ["cp310", "python -V"]),
+    ("ERROR: Could not find a version that satisfies the requirement vllm==0.6.3 (from versions: none)\n"
+     "ERROR: No matching distribution found for vllm==0.6.3", "install.no-matching-distribution", ["vllm"]),
+    ("  × No solution found when resolving dependencies:\n  ╰─▶ Because vllm==0.6.3 depends on torch==2.4.0 and "
+     "you require torch==2.5.1, we can conclude that your requirements and vllm==0.6.3 are incompatible.",
+     "install.conflict", ["Because"]),
+    ('docker: Error response from daemon: could not select device driver "" with capabilities: [[gpu]].',
+     "gpu.container-runtime-missing", ["nvidia-ctk"]),
+    # ray/exceptions.py; the GCS's health check
+    (TB + "ray.exceptions.ObjectStoreFullError: Failed to put object ffff in object store because it is full.",
+     "runtime.ray-object-store-full", ["--object-store-memory", "shm-size"]),
+    ("(raylet) The node with node id: 5d1f and address: 10.0.0.3 and node name: 10.0.0.3 has been marked dead "
+     "because the detector has missed too many heartbeats from it.", "runtime.ray-node-died", ["dmesg"]),
+    # torch/cuda/__init__.py; multiprocessing/spawn.py; torch's Windows DLL loader; triton's libcuda lookup
+    (TB + "AssertionError: Torch not compiled with CUDA enabled", "runtime.torch-cpu-build", ["download.pytorch.org"]),
+    ("RuntimeError: \n        An attempt has been made to start a new process before the\n        current process "
+     "has finished its bootstrapping phase.", "runtime.spawn-main-guard", ["__name__"]),
+    ('OSError: [WinError 126] The specified module could not be found. Error loading "C:\\v\\torch\\lib\\fbgemm.dll" '
+     "or one of its dependencies.", "runtime.windows-dll-load", ["Visual C++"]),
+    ("Could not load library libcudnn_cnn_infer.so.8. Error: libcuda.so: cannot open shared object file: No such "
+     "file or directory\nAborted (core dumped)", "runtime.libcuda-not-found", ["/usr/lib/wsl/lib", "ldconfig"]),
+    # torch autograd / amp / multinomial; accelerate's FSDP plugin; peft's injection; transformers' VL models
+    (TB + "RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn",
+     "runtime.no-grad-path", ["enable_input_require_grads"]),
+    (TB + "ValueError: Attempting to unscale FP16 gradients.", "runtime.fp16-master-weights", ["float32", "bf16"]),
+    (TB + "RuntimeError: probability tensor contains either `inf`, `nan` or element < 0", "runtime.nan-in-sampling",
+     ["bfloat16"]),
+    (TB + "Exception: Could not find the transformer layer class to wrap in the model.", "config.fsdp-wrap-class",
+     ["DecoderLayer"]),
+    (TB + "ValueError: Target modules {'q_proj', 'v_proj'} not found in the base model. Please check the target "
+     "modules and try again.", "config.lora-target-modules", ["query_key_value", "all-linear"]),
+    (TB + "ValueError: Image features and image tokens do not match: tokens: 0, features 1176",
+     "runtime.image-tokens-mismatch", ["max_pixels", "cutoff_len"]),
+    (TB + "ValueError: At most 1 image(s) may be provided in one request.", "config.mm-limit-per-prompt",
+     ["--limit-mm-per-prompt"]),
+    # antlr4's runtime check; the Hub's rate limit; torch's zip reader
+    ("ANTLR runtime and generated code versions disagree: 4.9.3!=4.11.1\n" + TB +
+     "Exception: Could not deserialize ATN with version 4 (expected 3).", "runtime.library-version",
+     ["antlr4-python3-runtime", "4.11.1"]),
+    ("huggingface_hub.errors.HfHubHTTPError: 429 Client Error: Too Many Requests for url: "
+     "https://huggingface.co/api/datasets/openai/gsm8k", "runtime.hf-rate-limited", ["HF_HUB_OFFLINE"]),
+    (TB + "RuntimeError: unexpected EOF, expected 1234567 more bytes. The file might be corrupted.",
+     "runtime.checkpoint-load-failed", ["downloaded again"]),
+    ("OSError: [Errno 30] Read-only file system: '/data/checkpoints/global_step_100'", "runtime.permission-denied",
+     ["/data/checkpoints/global_step_100"]),
+    ("ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).",
+     "system.shm-small", ["shm"]),
+]
+
+
+@pytest.mark.parametrize("text,fid,words", CASES, ids=[c[1] + f"-{i}" for i, c in enumerate(CASES)])
+def test_a_librarys_own_message_names_its_class(text, fid, words):
+    t = triage_text(text + "\n", "x.log")
+    assert t.failed, t.status
+    f = t.findings[0]
+    shown = " ".join([f.title, f.fix.summary, *f.fix.commands])
+    assert f.id == fid, (f.id, f.title)
+    assert all(w in shown for w in words), (words, shown)
