@@ -479,4 +479,12 @@ def classify(failure: Failure, lines: list[str], region: list[int], decisive_onl
                 m = rx["text"].search(lines[i])
                 if m:
                     return c, None, {**{k: v for k, v in m.groupdict().items() if v}, "_line": i}
+        elif set(rx) == {"log"} and not c["errno"]:
+            # a class keyed by the region's text (a message wrapped over lines, a usage line and its error
+            # below it) reads a failure without an exception the same way: the line its match starts on
+            m = rx["log"].search(region_text)
+            if m:
+                tail = region[-400:]
+                return c, None, {**{k: v for k, v in m.groupdict().items() if v},
+                                 "_line": tail[region_text.count("\n", 0, m.start())]}
     return None

@@ -15,6 +15,9 @@ from doctor.knowledge.patterns import Matcher, compile_knowledge
 
 MAX_EVIDENCE = 8
 _ANSI_ESC = re.compile(r"\x1b\[[0-9;]*m")   # a colour code (knowledge/triage.yaml's first line prefix, ESC kept)
+# a full-width colon after a Latin name ("AssertionError： Torch not compiled …" in a Chinese paste): the
+# exception's own colon, typed with a CJK input method
+_FULLWIDTH_COLON = re.compile(r"(?<=[A-Za-z0-9_])：[ \t]*")
 _ANSI_BARE = re.compile(r"\[[0-9;]*m")       # what every match of that prefix contains (ESC or not)
 
 
@@ -51,6 +54,8 @@ def clean_lines(text: str, sp: dict) -> list[str]:
             text = _ANSI_ESC.sub("", text)
         if _ANSI_BARE.search(text):
             text = ansi.sub("", text)
+    if "：" in text:
+        text = _FULLWIDTH_COLON.sub(": ", text)
     text = sp["leading"].sub("", text)  # one pass: `(?:p1|p2|p3)+` also takes a Ray prefix after a compose one
     lines = text.split("\n")
     if lines and lines[-1] == "":

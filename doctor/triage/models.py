@@ -85,8 +85,9 @@ def _pattern() -> tuple[re.Pattern, list[dict]]:
     return re.compile(r"(?i)(?<![\w.])(?:" + "|".join(alts) + r")(?![\w.])"), entries
 
 
-# an import of a model's module that the installed transformers does not have yet
-_MODEL_MODULE = re.compile(r"No module named '?transformers\.models\.(?P<dir>\w+)")
+# an import of a model's module, or of a model's class, that the installed transformers does not have yet
+_MODEL_MODULE = re.compile(r"No module named '?transformers\.models\.(?P<dir>\w+)|"
+                           r"cannot import name '(?P<cls>[A-Z]\w+)' from 'transformers'")
 
 
 def module_too_new(text: str, log_stack: dict[str, str]) -> dict | None:
@@ -96,14 +97,15 @@ def module_too_new(text: str, log_stack: dict[str, str]) -> dict | None:
     m = _MODEL_MODULE.search(text)
     if m is None:
         return None
+    what = f"transformers.models.{m['dir']}" if m["dir"] else m["cls"]
     for entry in _table()["families"]:
-        if m["dir"] in (entry.get("model_types") or []):
+        if m["dir"] in (entry.get("model_types") or []) or m["cls"] in (entry.get("architectures") or []):
             need, have = _need(entry, "transformers"), log_stack.get("transformers")
             if not need or (have and not older(have, need)):
                 return None   # (a version that does not parse says nothing either way: no answer)
             return {"family": entry["family"], "lib": "transformers", "need": need,
                     "first": _first(entry, "transformers", need),
-                    "have": have or f"older than that (it has no transformers.models.{m['dir']})"}
+                    "have": have or f"older than that (it has no {what})"}
     return None
 
 

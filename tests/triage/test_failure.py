@@ -167,6 +167,16 @@ def test_quoted_timestamps_and_bracketed_logger_prefixes_are_read_through():
     # batches bb, cc: one first look at 8e7477c (after y/z/aa were learnt), 6/8 (5/5, 1/3), 0/1 FA; learnt 5, 3
     ("fresh-2026-12-03bb", 5, 0),
     ("fresh-2026-12-03cc", 3, 0),
+    # batches dd-jj (79 collected in one round, 72 failures + 25 harmless): first look at c6a8a7f 13/72
+    # (2, 2, 2, 1, 4, 1, 1), 0/25 FA; 18/72 at 9d93255 with classes written from the libraries' messages
+    # before any paste was read; learnt 5, 10, 8, 9, 8, 5, 11 (56/72)
+    ("fresh-2026-12-03dd", 5, 0),
+    ("fresh-2026-12-03ee", 10, 0),
+    ("fresh-2026-12-03ff", 8, 0),
+    ("fresh-2026-12-03gg", 9, 0),
+    ("fresh-2026-12-03hh", 8, 0),
+    ("fresh-2026-12-03ii", 5, 0),
+    ("fresh-2026-12-03jj", 11, 0),
 ])
 def test_each_fresh_batch_stays_named_after_learning_and_no_harmless_paste_is_blamed(batch, named, false_alarms):
     score, _ = run_batch(REPO / "tests" / "data" / "corpus" / batch)

@@ -5,6 +5,8 @@ must not fire on the harmless pastes (the batch tests check those)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from doctor.triage import triage_text
@@ -81,6 +83,44 @@ def test_a_librarys_own_message_names_its_class(text, fid, words):
     t = triage_text(text + "\n", "x.log")
     assert t.failed, t.status
     f = t.findings[0]
+    shown = " ".join([f.title, f.fix.summary, *f.fix.commands])
+    assert f.id == fid, (f.id, f.title)
+    assert all(w in shown for w in words), (words, shown)
+
+
+# -- the structures batches dd-jj taught, each on its real paste (threads cited in the batches' INDEX.yaml) --
+
+CORPUS = Path(__file__).resolve().parents[1] / "data" / "corpus"
+
+PASTES = [
+    # a module imported as a bare directory ("(unknown location)"): not a version mismatch
+    ("fresh-2026-12-03jj/llamafactory-6261.log", "python.namespace-package", ["pip uninstall vllm"]),
+    # NumPy's and Python's own removals name the release that removed the name
+    ("fresh-2026-12-03jj/vllm-ascend-1875.log", "runtime.numpy-removed-name", ["numpy<2.0"]),
+    ("fresh-2026-12-03hh/opencompass-1976.log", "python.stdlib-removed", ["inspect.getargspec", "3.10"]),
+    # a fp16 model on the CPU; a DataParallel prefix quoted in prose; W&B's 403 for another entity
+    ("fresh-2026-12-03jj/mergekit-175.log", "runtime.half-on-cpu", ["float32"]),
+    ("fresh-2026-12-03ff/pytorch-3805.log", "runtime.state-dict-prefix", ["module."]),
+    ("fresh-2026-12-03ff/wandb-673.log", "runtime.logger-entity-denied", ["wandb", "entity"]),
+    # a class keyed by the region's text: a message wrapped over lines, a usage line above its error
+    ("fresh-2026-12-03ee/xformers-748.log", "build.cuda-version-mismatch", ["12.1", "11.8"]),
+    ("fresh-2026-12-03ii/litgpt-1797.log", "runtime.api-mismatch", ["litgpt", "finetune_lora"]),
+    # a full-width colon after the exception's name; "undefined symbol" right after a CJK character
+    ("fresh-2026-12-03jj/llamafactory-7986.log", "runtime.npu-cuda-path", ["torch_npu"]),
+    ("fresh-2026-12-03jj/vllm-ascend-1144.log", "extension.symbol-missing", ["ABI"]),
+    # ENOSPC in multiprocessing's semaphores is /dev/shm; a top-level .so is its importer's package
+    ("fresh-2026-12-03ii/megatron-lm-878.log", "system.shm-small", ["shm"]),
+    ("fresh-2026-12-03ee/mamba-331.log", "extension.abi-mismatch", ["mamba_ssm"]),
+    # a model class transformers does not have yet: the release that added its family
+    ("fresh-2026-12-03gg/vlmevalkit-460.log", "runtime.model-too-new", ["4.45.0"]),
+]
+
+
+@pytest.mark.parametrize("path,fid,words", PASTES, ids=[p[0].split("/")[1] for p in PASTES])
+def test_a_structure_learnt_from_a_batch_names_its_cause(path, fid, words):
+    t = triage_text((CORPUS / path).read_text(), path)
+    assert t.failed, t.status
+    f = next(f for f in t.findings if f.severity == "error")
     shown = " ".join([f.title, f.fix.summary, *f.fix.commands])
     assert f.id == fid, (f.id, f.title)
     assert all(w in shown for w in words), (words, shown)
