@@ -18,6 +18,8 @@ _ANSI_ESC = re.compile(r"\x1b\[[0-9;]*m")   # a colour code (knowledge/triage.ya
 # a full-width colon after a Latin name ("AssertionError： Torch not compiled …" in a Chinese paste): the
 # exception's own colon, typed with a CJK input method
 _FULLWIDTH_COLON = re.compile(r"(?<=[A-Za-z0-9_])：[ \t]*")
+_MARKDOWN_INIT = re.compile(r"(?<=\w)\.init\(\)(?= (?:got an unexpected|got multiple values|missing \d+ required|takes \d))")
+_CURLY_QUOTES = str.maketrans({"‘": "'", "’": "'", "“": '"', "”": '"'})
 _ANSI_BARE = re.compile(r"\[[0-9;]*m")       # what every match of that prefix contains (ESC or not)
 
 
@@ -56,6 +58,12 @@ def clean_lines(text: str, sp: dict) -> list[str]:
             text = ansi.sub("", text)
     if "：" in text:
         text = _FULLWIDTH_COLON.sub(": ", text)
+    if ".init() " in text:
+        # Markdown ate the dunder of a call-signature TypeError ("Seq2SeqTrainingArguments.init() got an …")
+        text = _MARKDOWN_INIT.sub(".__init__()", text)
+    if "‘" in text or "“" in text:
+        # typographic quotes a word processor or issue editor put in place of Python's ('‘name’' → "'name'")
+        text = text.translate(_CURLY_QUOTES)
     text = sp["leading"].sub("", text)  # one pass: `(?:p1|p2|p3)+` also takes a Ray prefix after a compose one
     lines = text.split("\n")
     if lines and lines[-1] == "":

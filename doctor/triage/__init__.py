@@ -478,10 +478,10 @@ def _by_class(failure: Failure, lines: list[str], region: list[int], python: str
     defaults = {k: v.format_map(fmt) if isinstance(v, str) else v for k, v in (cls.get("params") or {}).items()}
     params = {**defaults, **known, "python": python, "message": message, **groups}
     caller, callee = raised.boundary if raised is not None else (None, None)
-    named_cls = None
-    if raised is not None:
+    named_cls = groups.get("cls")   # a class the matched text names, even on a line that raised nothing
+    if raised is not None and not named_cls:
         init = re.match(r"(\w+)\.__init__\(\)", raised.message or "")
-        named_cls = groups.get("cls") or (init[1] if init else None)
+        named_cls = init[1] if init else None
     if named_cls and callee in (None, "your code", caller):
         callee = class_owner(named_cls) or callee   # the library that defines the class the message names
     src = raised if raised is not None else failure.root  # a text class read a line: the root raised it

@@ -86,8 +86,11 @@ def _pattern() -> tuple[re.Pattern, list[dict]]:
 
 
 # an import of a model's module, or of a model's class, that the installed transformers does not have yet
+# — or a framework refusing a model type it registers only with a transformers that has it ("model_type:
+# 'gpt-oss' not in [...]" from ms-swift under transformers 4.54)
 _MODEL_MODULE = re.compile(r"No module named '?transformers\.models\.(?P<dir>\w+)|"
-                           r"cannot import name '(?P<cls>[A-Z]\w+)' from 'transformers'")
+                           r"cannot import name '(?P<cls>[A-Z]\w+)' from 'transformers'|"
+                           r"model_type:? '(?P<mtype>[\w.-]+)'[^\n]{0,40}?(?:\bnot in\b|is not registered|is not supported)")
 
 
 def module_too_new(text: str, log_stack: dict[str, str]) -> dict | None:
@@ -97,9 +100,11 @@ def module_too_new(text: str, log_stack: dict[str, str]) -> dict | None:
     m = _MODEL_MODULE.search(text)
     if m is None:
         return None
-    what = f"transformers.models.{m['dir']}" if m["dir"] else m["cls"]
+    what = f"transformers.models.{m['dir']}" if m["dir"] else m["cls"] or f"model type {m['mtype']}"
+    mtype = (m["mtype"] or "").replace("-", "_")
     for entry in _table()["families"]:
-        if m["dir"] in (entry.get("model_types") or []) or m["cls"] in (entry.get("architectures") or []):
+        if m["dir"] in (entry.get("model_types") or []) or m["cls"] in (entry.get("architectures") or []) or \
+                mtype in (entry.get("model_types") or []):
             need, have = _need(entry, "transformers"), log_stack.get("transformers")
             if not need or (have and not older(have, need)):
                 return None   # (a version that does not parse says nothing either way: no answer)

@@ -113,6 +113,30 @@ PASTES = [
     ("fresh-2026-12-03ee/mamba-331.log", "extension.abi-mismatch", ["mamba_ssm"]),
     # a model class transformers does not have yet: the release that added its family
     ("fresh-2026-12-03gg/vlmevalkit-460.log", "runtime.model-too-new", ["4.45.0"]),
+    # -- batches kk-qq --
+    # another NCCL (or a system CUDA library) loaded into torch: a symbol missing, in a title without its colon
+    ("fresh-2026-12-03oo/pytorch-119932.log", "torch.cuda-libs-mismatch", ["nccl", "uninstall"]),
+    ("fresh-2026-12-03pp/vllm-5222.log", "gpu.hardware-fault", ["ECC"]),
+    ("fresh-2026-12-03qq/kohya_ss-449.log", "runtime.windows-pagefile", ["page file"]),
+    ("fresh-2026-12-03qq/whisperuidemo-1.log", "runtime.executable-missing", ["ffmpeg"]),
+    ("fresh-2026-12-03qq/comfyui-yolo-11.log", "runtime.pickle-class-missing", ["ultralytics", "C3k2"]),
+    ("fresh-2026-12-03qq/kohya-trainer-246.log", "gpu.bf16-unsupported", ["float16"]),
+    ("fresh-2026-12-03kk/vllm-13563.log", "build.jit-extension-missing", ["ninja"]),
+    # "after upgrading from A to B": the release that broke it, the owner of the class the line names
+    ("fresh-2026-12-03mm/trl-1202.log", "runtime.release-regression", ["trl", "0.7.5", "0.7.8"]),
+    # the watchdog's timeout at the run's start: one rank's long work, not the network
+    ("fresh-2026-12-03nn/llamafactory-2424.log", "runtime.collective-timeout", ["ddp_timeout", "1800000"]),
+    ("fresh-2026-12-03oo/nccl-1488.log", "runtime.nccl-nvls-failed", ["fabricmanager"]),
+    ("fresh-2026-12-03pp/vllm-ascend-477.log", "extension.abi-mismatch", ["torchvision"]),
+    ("fresh-2026-12-03nn/llama-cpp-12933.log", "build.system-library-missing", ["libcurl4-openssl-dev"]),
+    ("fresh-2026-12-03ll/awesome-ml-sys-tutorial-185.log", "install.prerelease-needed", ["--prerelease=allow"]),
+    ("fresh-2026-12-03mm/trl-2291.log", "config.trainer-args-class", ["DPOConfig", "model_init_kwargs"]),
+    # typographic quotes around the names of an ImportError
+    ("fresh-2026-12-03kk/sglang-194.log", "import.name-missing", ["outlines"]),
+    # a framework refusing a model type its transformers does not have
+    ("fresh-2026-12-03nn/ms-swift-5291.log", "runtime.model-too-new", ["4.55"]),
+    # an issue title in Chinese ("运行失败") above a library's error line
+    ("fresh-2026-12-03kk/lmdeploy-2109.log", "triton.broken", ["reinstall"]),
 ]
 
 
