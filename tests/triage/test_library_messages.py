@@ -75,6 +75,23 @@ CASES = [
      ["/data/checkpoints/global_step_100"]),
     ("ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).",
      "system.shm-small", ["shm"]),
+    # torch's embedding check, CUDA's assert; flash-attn's input checks; Triton's launch check; apex's extensions
+    (TB + "IndexError: index out of range in self", "runtime.token-id-out-of-range", ["resize_token_embeddings"]),
+    (TB + "RuntimeError: CUDA error: device-side assert triggered", "runtime.device-assert", ["CUDA_LAUNCH_BLOCKING=1"]),
+    (TB + "RuntimeError: FlashAttention only support fp16 and bf16 data type", "runtime.flash-attn-input",
+     ["torch_dtype=torch.bfloat16"]),
+    (TB + "RuntimeError: FlashAttention forward only supports head dimension at most 256", "runtime.flash-attn-input",
+     ["sdpa", "256"]),
+    (TB + "triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 98304, Hardware limit: "
+     "65536. Reducing block sizes or `num_stages` may help.", "gpu.kernel-out-of-resources", ["use_liger_kernel=False"]),
+    (TB + "ModuleNotFoundError: No module named 'amp_C'", "runtime.module-missing", ["--cuda_ext"]),
+    # torch.distributed's TCP store; DeepSpeed's JIT ops; sentencepiece without its file
+    (TB + "torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients. 1/2 clients joined.",
+     "runtime.rendezvous-failed", ["MASTER_ADDR"]),
+    (TB + "RuntimeError: Error building extension 'fused_adam'", "build.jit-extension-missing", ["ninja"]),
+    (TB + '  File "/x/site-packages/sentencepiece/__init__.py", line 310, in LoadFromFile\n'
+     "    return _sentencepiece.SentencePieceProcessor_LoadFromFile(self, arg)\nTypeError: not a string",
+     "runtime.tokenizer-file-missing", ["tokenizer.model"]),
 ]
 
 
