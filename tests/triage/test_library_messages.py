@@ -154,6 +154,32 @@ PASTES = [
     ("fresh-2026-12-03nn/ms-swift-5291.log", "runtime.model-too-new", ["4.55"]),
     # an issue title in Chinese ("运行失败") above a library's error line
     ("fresh-2026-12-03kk/lmdeploy-2109.log", "triton.broken", ["reinstall"]),
+    # -- batches rr-xx --
+    ("fresh-2026-12-03rr/mgm-91.log", "build.cuda-version-mismatch", ["12.2", "11.7"]),
+    # a bare "Exception: …" line (raise Exception(...)) under a line of Chinese prose
+    ("fresh-2026-12-03rr/llamafactory-315.log", "runtime.fp16-overflow", ["bf16"]),
+    ("fresh-2026-12-03rr/llamafactory-8706.log", "runtime.launcher-local-rank", ["FORCE_TORCHRUN=1"]),
+    # an upper-case KeyError is an environment variable read without a default
+    ("fresh-2026-12-03rr/deepspeed-5318.log", "runtime.env-var-missing", ["export PDSH_SSH_ARGS_APPEND"]),
+    ("fresh-2026-12-03rr/llamafactory-6194.log", "runtime.library-version", ["deepspeed", "0.15.4"]),
+    ("fresh-2026-12-03rr/deepspeed-7410.log", "config.setting-rejected", ["autotp"]),
+    # Markdown ate the dunder and the argument's underscore: "Accelerator.init got … 'dispatch batches'"
+    ("fresh-2026-12-03ss/llm-dev-4.log", "runtime.api-mismatch", ["accelerate", "dispatch_batches"]),
+    ("fresh-2026-12-03ss/llamafactory-2837.log", "config.generation-config-invalid", ["do_sample"]),
+    ("fresh-2026-12-03ss/fastchat-399.log", "gpu.bf16-unsupported", ["float16"]),
+    # transformers passes cache_position to model code written for an older transformers
+    ("fresh-2026-12-03ss/llm2vec-119.log", "runtime.api-mismatch", ["downgrade transformers"]),
+    ("fresh-2026-12-03tt/flash-attention-79.log", "runtime.flash-attn-input", ["sm80"]),
+    ("fresh-2026-12-03tt/flashinfer-528.log", "runtime.flash-attn-input", ["flashinfer"]),
+    ("fresh-2026-12-03tt/sglang-25877.log", "gpu.capability-too-low", ["deepgemm"]),
+    ("fresh-2026-12-03tt/apex-428.log", "extension.abi-mismatch", ["apex"]),
+    ("fresh-2026-12-03uu/llamafactory-7526.log", "runtime.arrow-offset-overflow", ["smaller files"]),
+    ("fresh-2026-12-03uu/openchatkit-174.log", "version.fsspec", ["fsspec"]),
+    ("fresh-2026-12-03ww/internvl-373.log", "runtime.remote-code-mismatch", ["latest revision"]),
+    ("fresh-2026-12-03ww/internvl-197.log", "flash-attn.missing", ["sdpa"]),
+    ("fresh-2026-12-03ww/vllm-5993.log", "runtime.vllm-kv-cache", ["max_model_len"]),
+    ("fresh-2026-12-03xx/kuberay-4287.log", "runtime.host-oom-killed", ["resources.limits.memory"]),
+    ("fresh-2026-12-03xx/torchdr-249.log", "runtime.port-in-use", ["--standalone"]),
 ]
 
 
