@@ -97,9 +97,14 @@ CASES = [
 
 @pytest.mark.parametrize("text,fid,words", CASES, ids=[c[1] + f"-{i}" for i, c in enumerate(CASES)])
 def test_a_librarys_own_message_names_its_class(text, fid, words):
-    t = triage_text(text + "\n", "x.log")
+    _assert_named(text + "\n", "x.log", fid, words)
+
+
+def _assert_named(text: str, name: str, fid: str, words: list[str]) -> None:
+    """The paste fails, its first error finding is `fid`, and its title and fix say every word."""
+    t = triage_text(text, name)
     assert t.failed, t.status
-    f = t.findings[0]
+    f = next(f for f in t.findings if f.severity == "error")
     shown = " ".join([f.title, f.fix.summary, *f.fix.commands])
     assert f.id == fid, (f.id, f.title)
     assert all(w in shown for w in words), (words, shown)
@@ -185,9 +190,4 @@ PASTES = [
 
 @pytest.mark.parametrize("path,fid,words", PASTES, ids=[p[0].split("/")[1] for p in PASTES])
 def test_a_structure_learnt_from_a_batch_names_its_cause(path, fid, words):
-    t = triage_text((CORPUS / path).read_text(), path)
-    assert t.failed, t.status
-    f = next(f for f in t.findings if f.severity == "error")
-    shown = " ".join([f.title, f.fix.summary, *f.fix.commands])
-    assert f.id == fid, (f.id, f.title)
-    assert all(w in shown for w in words), (words, shown)
+    _assert_named((CORPUS / path).read_text(), path, fid, words)
