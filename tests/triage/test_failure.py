@@ -198,6 +198,11 @@ def test_quoted_timestamps_and_bracketed_logger_prefixes_are_read_through():
     ("fresh-2026-12-03vv", 5, 0),
     ("fresh-2026-12-03ww", 7, 0),
     ("fresh-2026-12-03xx", 3, 0),
+    # batches yy, zz, ab (from merged fix PRs' descriptions): first look with 75bf671's doctor 5/40 (1, 2, 2),
+    # 0/11 FA; not learnt from (the session ended): the floors are the first look
+    ("fresh-2026-12-03yy", 1, 0),
+    ("fresh-2026-12-03zz", 2, 0),
+    ("fresh-2026-12-03ab", 2, 0),
 ])
 def test_each_fresh_batch_stays_named_after_learning_and_no_harmless_paste_is_blamed(batch, named, false_alarms):
     score, _ = run_batch(REPO / "tests" / "data" / "corpus" / batch)
